@@ -1,0 +1,46 @@
+# Two commands set everything up on a fresh machine with only Python 3.11:
+#   make demo   -- creates .venv, installs the package, runs the main job
+#   make test   -- creates .venv, installs with the test extras, runs the whole test suite
+# `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# The dev/CI environment pins torch to the CPU wheel on disk (constraints.txt); pyproject.toml keeps a range.
+PIN    := -c constraints.txt
+
+FUZZ_SECONDS ?= 180
+
+.PHONY: venv venv-test demo test fuzz bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) install $(PIN) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
+	$(PIP) install $(PIN) -e '.[test,fuzz,bench]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+venv-test: $(VENV)/.installed-test
+
+demo: venv
+	$(BIN)/python -m piece_by_piece_serialize demo
+
+test: venv-test
+	$(BIN)/python -m pytest -q
+
+fuzz: venv-test
+	$(BIN)/python fuzz/run_all.py --seconds $(FUZZ_SECONDS)
+
+bench: venv-test
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis

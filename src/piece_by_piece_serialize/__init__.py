@@ -1,0 +1,66 @@
+"""piece-by-piece-serialize: pass nested PyTorch inputs through custom operators and back.
+
+Two small languages sit at the core, each defined by a Lark grammar shipped in ``grammars/``:
+the PyTorch operator function-schema language (:func:`parse_schema`, :func:`extract_names_from_schema`)
+and the TreeSpec name / type-info encoding (:func:`tree_spec_as_name`, :func:`tree_spec_from_name`).
+The serialization API (:func:`serialize_args`, :func:`deserialize_args`, ...) is built on both.
+
+Importing this package imports neither torch nor transformers nor lark: every public name is
+loaded from its module on first access, so schema tooling starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import PbpSyntaxError, SchemaError, TreeSpecNameError
+
+__version__ = "0.1.0"
+
+# public name -> submodule that defines it (loaded on first attribute access)
+_LAZY = {
+    "parse_schema": "schema",
+    "extract_names_from_schema": "schema",
+    "FunctionSchema": "schema",
+    "tree_spec_as_name": "treespec_name",
+    "tree_spec_from_name": "treespec_name",
+    "pretty_name": "treespec_name",
+    "parse_type_info": "type_info",
+    "serialize_one": "serialize",
+    "serialize_args": "serialize",
+    "type_as_str_with_info": "serialize",
+    "deserialize_args": "serialize",
+    "deserialize_args_kwargs": "serialize",
+    "make_copy": "serialize",
+    "choose_kwargs_for_dynamic_shapes": "serialize",
+}
+
+__all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", *_LAZY]
+
+if TYPE_CHECKING:
+    from .schema import FunctionSchema, extract_names_from_schema, parse_schema
+    from .serialize import (
+        choose_kwargs_for_dynamic_shapes,
+        deserialize_args,
+        deserialize_args_kwargs,
+        make_copy,
+        serialize_args,
+        serialize_one,
+        type_as_str_with_info,
+    )
+    from .treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
+    from .type_info import parse_type_info
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later accesses skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

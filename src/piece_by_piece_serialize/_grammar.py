@@ -1,0 +1,51 @@
+"""Locate the grammar files and build each Lark parser once.
+
+The ``.lark`` files in the top-level ``grammars/`` folder are the single definition of both languages.
+In a wheel they ship as ``piece_by_piece_serialize/grammars/``; in a source checkout (editable install)
+they are read from the repository's ``grammars/``. Nothing is written beside the code at run time.
+
+``lark`` is imported only when a parser is first built, so that ``import piece_by_piece_serialize``
+stays cheap for tools that never parse anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lark import Lark
+
+_HERE = Path(__file__).resolve().parent
+_CANDIDATES = (_HERE / "grammars", _HERE.parent.parent / "grammars")
+
+
+def grammar_dir() -> Path:
+    """The folder holding the ``.lark`` files: inside the installed package, else the source tree."""
+    for candidate in _CANDIDATES:
+        if (candidate / "schema.lark").is_file():
+            return candidate
+    raise FileNotFoundError(
+        "piece_by_piece_serialize: grammar files not found in " + " or ".join(map(str, _CANDIDATES))
+    )
+
+
+def grammar_path(name: str) -> Path:
+    """The path of ``grammars/<name>.lark``."""
+    return grammar_dir() / f"{name}.lark"
+
+
+def grammar_text(name: str) -> str:
+    """The text of ``grammars/<name>.lark``."""
+    return grammar_path(name).read_text(encoding="utf-8")
+
+
+def build_parser(name: str, **options: Any) -> Lark:
+    """A new LALR parser for ``grammars/<name>.lark``; the calling module builds it once and keeps it.
+
+    ``options`` go to :class:`lark.Lark` (``start``, ``transformer``, ``strict``, ...).
+    """
+    from lark import Lark
+
+    options.setdefault("parser", "lalr")
+    return Lark(grammar_text(name), import_paths=[grammar_dir()], **options)

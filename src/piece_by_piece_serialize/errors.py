@@ -1,0 +1,82 @@
+"""The public error family: one exception class per language, both ``ValueError`` subclasses.
+
+Every malformed input to either language raises exactly one of these, never a lark exception,
+``IndexError`` or ``RecursionError``. An error carries the text it was raised on, a 0-based offset into
+it, the 1-based line and column derived from that offset, and the tokens that would have been
+accepted there. ``str(error)`` shows the message, the source line and a caret under the offending
+column. End of input is reported at ``len(text)`` as "end of input". Errors pickle, so they cross
+process boundaries (multiprocessing, pytest-xdist) intact.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError"]
+
+# A caret line is only useful when it fits on a terminal; longer source lines are shown as a window
+# around the offending column, with "..." marking the elided parts.
+_WINDOW = 100
+
+
+class PbpSyntaxError(ValueError):
+    """Base class of the per-language errors: a message positioned in a source text."""
+
+    def __init__(
+        self,
+        msg: str,
+        text: str = "",
+        pos: int | None = None,
+        expected: tuple[str, ...] | frozenset[str] | list[str] = (),
+    ) -> None:
+        if pos is None:
+            pos = len(text)
+        pos = max(0, min(pos, len(text)))
+        self.msg = msg
+        self.text = text
+        self.pos = pos
+        self.expected = tuple(sorted(expected))
+        self.lineno = text.count("\n", 0, pos) + 1
+        line_start = text.rfind("\n", 0, pos) + 1
+        self.colno = pos - line_start + 1
+        super().__init__(msg, text, pos, self.expected)
+
+    # ValueError's default pickling re-calls __init__ with self.args, which is exactly our signature.
+
+    def __str__(self) -> str:
+        return f"{self.msg} (line {self.lineno}, column {self.colno})\n{self.caret()}"
+
+    def caret(self) -> str:
+        """The offending source line and a caret under the error column (two lines)."""
+        line_start = self.text.rfind("\n", 0, self.pos) + 1
+        line_end = self.text.find("\n", self.pos)
+        if line_end == -1:
+            line_end = len(self.text)
+        line = self.text[line_start:line_end]
+        col = self.pos - line_start
+        prefix = ""
+        if len(line) > _WINDOW:
+            lo = max(0, min(col - _WINDOW // 2, len(line) - _WINDOW))
+            hi = lo + _WINDOW
+            prefix = "..." if lo > 0 else ""
+            suffix = "..." if hi < len(line) else ""
+            line = prefix + line[lo:hi] + suffix
+            col = col - lo + len(prefix)
+        # Show control characters visibly so that the caret column stays aligned with what is printed.
+        shown = "".join(ch if ch.isprintable() else "?" for ch in line)
+        return f"  {shown}\n  {' ' * col}^"
+
+
+class SchemaError(PbpSyntaxError):
+    """A PyTorch operator function schema could not be parsed, or is not a valid schema.
+
+    Raised by :func:`piece_by_piece_serialize.parse_schema` and
+    :func:`piece_by_piece_serialize.extract_names_from_schema`.
+    """
+
+
+class TreeSpecNameError(PbpSyntaxError):
+    """A TreeSpec name or a type-info string could not be decoded, or a spec cannot be encoded.
+
+    Raised by :func:`piece_by_piece_serialize.tree_spec_from_name`, the type-info parser and
+    :func:`piece_by_piece_serialize.deserialize_args` on malformed or hostile input, and by the
+    encoder when an object has no encoding (the message names its type and how to register it).
+    """
