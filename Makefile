@@ -16,7 +16,6 @@ FUZZ_SECONDS ?= 180
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) install $(PIN) -e .
