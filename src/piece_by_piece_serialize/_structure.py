@@ -1,0 +1,212 @@
+"""Read a structure description (``"((*, *), {'a': *})"``) into placeholder Python containers.
+
+``pbp-serialize name encode`` takes the shape of an input as text, builds the same containers with a
+placeholder in every leaf, flattens them with torch's pytree and encodes the TreeSpec. The language is
+defined by ``grammars/structure.lark``; this module is the only one that imports lark for it, and lark
+types never leave it. Nothing is evaluated: the parser's callbacks build tuples, lists, dicts and
+``OrderedDict`` objects directly, and string keys are decoded by hand.
+
+Invariants: any input either yields containers whose leaves are all :data:`LEAF` or raises
+:class:`~piece_by_piece_serialize.errors.TreeSpecNameError` with a position (never a lark exception);
+nesting is bounded by :data:`MAX_DEPTH`, because torch's ``tree_flatten`` recurses once per level.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from ._sources import _decode_python_string
+from .errors import TreeSpecNameError
+
+__all__ = ["LEAF", "MAX_DEPTH", "parse_structure"]
+
+# What a `*` becomes: any object that torch's pytree treats as a leaf will do.
+LEAF = 0
+# Deeper descriptions are refused up front: tree_flatten needs a few Python frames per level.
+MAX_DEPTH = 100
+
+_parser: Any = None
+# How each terminal is named in error messages.
+_TERMINAL_TEXT = {
+    "STRING": "a string",
+    "INT": "an integer",
+    "$END": "end of input",
+}
+
+
+class _Built:
+    """A parsed value and its nesting depth (leaves have depth 0)."""
+
+    __slots__ = ("value", "depth")
+
+    def __init__(self, value: Any, depth: int) -> None:
+        self.value = value
+        self.depth = depth
+
+
+class _Refused(Exception):
+    """Raised inside a parser callback; turned into TreeSpecNameError once the text is at hand."""
+
+    def __init__(self, msg: str, pos: int) -> None:
+        super().__init__(msg, pos)
+        self.msg = msg
+        self.pos = pos
+
+
+def _container(value: Any, children: list[_Built], token: Any) -> _Built:
+    depth = 1 + max((c.depth for c in children), default=0)
+    if depth > MAX_DEPTH:
+        raise _Refused(f"structure nested deeper than {MAX_DEPTH} levels", token.start_pos)
+    return _Built(value, depth)
+
+
+def _make_callbacks() -> dict[str, Any]:
+    from lark import Token
+
+    def values(children: list[Any]) -> list[_Built]:
+        return [c for c in children if isinstance(c, _Built)]
+
+    def leaf(children: list[Any]) -> _Built:
+        return _Built(LEAF, 0)
+
+    def group(children: list[Any]) -> _Built:
+        return values(children)[0]
+
+    def tuple_(children: list[Any]) -> _Built:
+        items = values(children)
+        return _container(tuple(c.value for c in items), items, children[0])
+
+    def list_(children: list[Any]) -> _Built:
+        items = values(children)
+        return _container([c.value for c in items], items, children[0])
+
+    def dict_(children: list[Any]) -> _Built:
+        result: dict[Any, Any] = {}
+        items: list[_Built] = []
+        for child in children:
+            if isinstance(child, tuple):
+                key, key_pos, built = child
+                # True == 1 and hash alike in Python: a dict could not hold both, so refuse the pair
+                if key in result:
+                    raise _Refused(f"duplicate dict key {key!r}", key_pos)
+                result[key] = built.value
+                items.append(built)
+        return _container(result, items, children[0])
+
+    def ordered_dict(children: list[Any]) -> _Built:
+        inner = values(children)
+        mapping = inner[0].value if inner else {}
+        return _container(collections.OrderedDict(mapping), inner, children[0])
+
+    def pair(children: list[Any]) -> tuple[Any, int, _Built]:
+        key, key_pos = children[0]
+        return key, key_pos, children[2]
+
+    def string_key(children: list[Token]) -> tuple[Any, int]:
+        token = children[0]
+        decoded = _decode_python_string(str(token), 1, 1)
+        if decoded is None:  # pragma: no cover - the STRING terminal has no prefixes
+            raise _Refused("unsupported string literal", token.start_pos)
+        return "".join(decoded[0]), token.start_pos
+
+    def int_key(children: list[Token]) -> tuple[Any, int]:
+        return int(children[0]), children[0].start_pos
+
+    def negative_int_key(children: list[Token]) -> tuple[Any, int]:
+        return -int(children[1]), children[0].start_pos
+
+    def true_key(children: list[Token]) -> tuple[Any, int]:
+        return True, children[0].start_pos
+
+    def false_key(children: list[Token]) -> tuple[Any, int]:
+        return False, children[0].start_pos
+
+    def none_key(children: list[Token]) -> tuple[Any, int]:
+        return None, children[0].start_pos
+
+    def start(children: list[Any]) -> _Built:
+        return children[0]
+
+    return {
+        "start": start,
+        "leaf": leaf,
+        "group": group,
+        "tuple": tuple_,
+        "list": list_,
+        "dict": dict_,
+        "ordered_dict": ordered_dict,
+        "pair": pair,
+        "string_key": string_key,
+        "int_key": int_key,
+        "negative_int_key": negative_int_key,
+        "true_key": true_key,
+        "false_key": false_key,
+        "none_key": none_key,
+    }
+
+
+def _get_parser() -> Any:
+    global _parser
+    if _parser is None:
+        from lark.visitors import Transformer
+
+        from ._grammar import build_parser
+
+        class _ToObjects(Transformer):  # type: ignore[type-arg]
+            pass
+
+        transformer = _ToObjects()
+        for name, fn in _make_callbacks().items():
+            setattr(transformer, name, fn)
+        _parser = build_parser("structure", strict=True, transformer=transformer, maybe_placeholders=False)
+        for term in _parser.terminals:
+            if term.name not in _TERMINAL_TEXT and term.pattern.type == "str":
+                _TERMINAL_TEXT[term.name] = repr(term.pattern.value)
+    return _parser
+
+
+def _describe(names: Any) -> str:
+    shown = sorted({_TERMINAL_TEXT.get(n, n) for n in names})
+    if not shown:
+        return "nothing"
+    if len(shown) == 1:
+        return shown[0]
+    return ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def parse_structure(text: str) -> Any:
+    """Build the containers a structure description describes, with :data:`LEAF` in every leaf.
+
+    Accepts the language of ``grammars/structure.lark``. Returns a tuple, list, dict, ``OrderedDict``
+    or :data:`LEAF`. Raises :class:`TreeSpecNameError` (with position and expected tokens) on malformed
+    input, duplicate dict keys or nesting deeper than :data:`MAX_DEPTH`.
+    """
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+    from lark.exceptions import VisitError
+
+    parser = _get_parser()
+    try:
+        built = parser.parse(text)
+    except _Refused as exc:
+        raise TreeSpecNameError(exc.msg, text, exc.pos) from None
+    except VisitError as exc:  # lark wraps callback errors in some configurations
+        if isinstance(exc.orig_exc, _Refused):
+            raise TreeSpecNameError(exc.orig_exc.msg, text, exc.orig_exc.pos) from None
+        raise
+    except UnexpectedToken as exc:
+        expected = set(exc.accepts or exc.expected)
+        if exc.token.type == "$END":
+            raise TreeSpecNameError(f"expected {_describe(expected)}, got end of input", text, len(text), tuple(expected)) from None
+        raise TreeSpecNameError(
+            f"expected {_describe(expected)}, got {str(exc.token)!r}", text, exc.token.start_pos, tuple(expected)
+        ) from None
+    except UnexpectedCharacters as exc:
+        expected = set(exc.allowed or ())
+        raise TreeSpecNameError(
+            f"expected {_describe(expected)}, got {text[exc.pos_in_stream]!r}", text, exc.pos_in_stream, tuple(expected)
+        ) from None
+    except UnexpectedEOF as exc:  # pragma: no cover - LALR reports end of input as UnexpectedToken
+        raise TreeSpecNameError(f"expected {_describe(exc.expected)}, got end of input", text, len(text)) from None
+    return built.value
