@@ -1,0 +1,224 @@
+"""Lark tree -> type-info AST: the only module of the type-info language that imports lark.
+
+It builds the LALR parser for ``grammars/type_info.lark`` once (strict, so a grammar conflict fails
+loudly) and turns its parse tree into the frozen dataclasses of :mod:`.type_info`. Lark's exceptions
+never escape: a syntax error becomes a :class:`TreeSpecNameError` positioned at the offending
+character with the expected tokens named for people, and the semantic checks the grammar cannot
+express (the count of ``dict__N`` equals its keys, keys are distinct, a legacy ``DynamicCache__N``
+has an even N, the layer limit) raise the same error at the offending token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import type_info as ti
+from ._grammar import build_parser
+from .errors import TreeSpecNameError
+
+# How each terminal is named in an error message ("expected a count or 'D', got 'x'").
+_DISPLAY = {
+    "TENSOR": "'Tensor'",
+    "NONE": "'None'",
+    "BOOL": "'bool'",
+    "INT": "'int'",
+    "FLOAT": "'float'",
+    "LIST_PREFIX": "'list__'",
+    "DICT_PREFIX": "'dict__'",
+    "DYNAMIC_CACHE": "'DynamicCache'",
+    "ENCODER_DECODER_CACHE": "'EncoderDecoderCache'",
+    "USCORE": "'_'",
+    "DUNDER": "'__'",
+    "FULL": "'D'",
+    "FULL_EMPTY": "'d'",
+    "SLIDING": "'W'",
+    "SLIDING_EMPTY": "'w'",
+    "ZERO": "'0'",
+    "COUNT": "a positive integer",
+    "KEY": "a dict key",
+    "TREESPEC_NAME": "a TreeSpec name",
+    "$END": "end of input",
+}
+
+
+class _SemanticError(Exception):
+    """Raised inside the transformer; carries the message and the offending token's offset."""
+
+    def __init__(self, msg: str, pos: int) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.pos = pos
+
+
+def _layers_limit(n: int, token: Token) -> None:
+    if n > ti.MAX_CACHE_LAYERS:
+        raise _SemanticError(
+            f"a cache may describe at most MAX_CACHE_LAYERS={ti.MAX_CACHE_LAYERS} layers, got {n}",
+            token.start_pos or 0,
+        )
+
+
+@v_args(inline=True)
+class _ToAst(Transformer[Token, ti.TypeInfo]):
+    """Bottom-up: tokens -> ints and strings -> layers -> one TypeInfo node."""
+
+    def start(self, node: ti.TypeInfo) -> ti.TypeInfo:
+        return node
+
+    def tensor(self, _tok: Token) -> ti.TypeInfo:
+        return ti.TensorInfo()
+
+    def none(self, _tok: Token) -> ti.TypeInfo:
+        return ti.NoneInfo()
+
+    def scalar(self, tok: Token) -> ti.TypeInfo:
+        return ti.ScalarInfo(str(tok))
+
+    def count(self, tok: Token) -> Token:
+        return tok
+
+    def tensor_list(self, _prefix: Token, count: Token) -> ti.TypeInfo:
+        return ti.TensorListInfo(int(count))
+
+    def key(self, tok: Token) -> Token:
+        return tok
+
+    def tensor_dict(self, _prefix: Token, count: Token, _sep: Token, *rest: Token) -> ti.TypeInfo:
+        keys = [tok for tok in rest if tok.type == "KEY"]
+        if int(count) != len(keys):
+            raise _SemanticError(
+                f"dict__{count} announces {count} keys but {len(keys)} follow", count.start_pos or 0
+            )
+        seen: set[str] = set()
+        for tok in keys:
+            if str(tok) in seen:
+                raise _SemanticError(f"duplicate dict key {str(tok)!r}", tok.start_pos or 0)
+            seen.add(str(tok))
+        return ti.TensorDictInfo(tuple(str(tok) for tok in keys))
+
+    # layers ------------------------------------------------------------------------------------
+
+    def full(self, _tok: Token) -> ti.CacheLayer:
+        return ti.CacheLayer(None, True)
+
+    def full_empty(self, _tok: Token) -> ti.CacheLayer:
+        return ti.CacheLayer(None, False)
+
+    def sliding(self, _tok: Token, window: Token) -> ti.CacheLayer:
+        return ti.CacheLayer(int(window), True)
+
+    def sliding_empty(self, _tok: Token, window: Token) -> ti.CacheLayer:
+        return ti.CacheLayer(int(window), False)
+
+    def group(self, *items: Any) -> tuple[Token | None, ti.CacheLayer]:
+        if len(items) == 2:
+            return items[0], items[1]
+        return None, items[0]
+
+    def no_layers(self, _tok: Token) -> tuple[ti.CacheLayer, ...]:
+        return ()
+
+    def layers(self, *items: Any) -> tuple[ti.CacheLayer, ...]:
+        total = 0
+        out: list[ti.CacheLayer] = []
+        for item in items:
+            if isinstance(item, Token):  # the "_" between groups
+                continue
+            count, layer = item
+            n = 1 if count is None else int(count)
+            total += n
+            if count is not None:
+                _layers_limit(total, count)
+            out.extend([layer] * n)
+        return tuple(out)
+
+    def dynamic_cache(self, _name: Token, _sep: Token, layers: tuple[ti.CacheLayer, ...]) -> ti.TypeInfo:
+        return ti.DynamicCacheInfo(layers)
+
+    def legacy_cache(self, _name: Token, _sep: Token, count: Token) -> ti.TypeInfo:
+        n = int(count)
+        if n % 2:
+            raise _SemanticError(
+                f"DynamicCache__{n}: the legacy form counts tensors, a key and a value per layer, "
+                "so it must be even",
+                count.start_pos or 0,
+            )
+        _layers_limit(n // 2, count)
+        return ti.DynamicCacheInfo((ti.CacheLayer(None, True),) * (n // 2))
+
+    def encoder_decoder_cache(
+        self,
+        _name: Token,
+        _sep: Token,
+        self_layers: tuple[ti.CacheLayer, ...],
+        _sep2: Token,
+        cross_layers: tuple[ti.CacheLayer, ...],
+    ) -> ti.TypeInfo:
+        return ti.EncoderDecoderCacheInfo(ti.DynamicCacheInfo(self_layers), ti.DynamicCacheInfo(cross_layers))
+
+    def treespec(self, tok: Token) -> ti.TypeInfo:
+        # Imported here: decoding a TreeSpec name needs torch, every other form does not.
+        from .treespec_name import tree_spec_from_name
+
+        n_leaves, spec = tree_spec_from_name(str(tok))
+        return ti.TreeSpecInfo(str(tok), n_leaves, spec)
+
+
+_PARSER: Any = None
+
+
+def _parser() -> Any:
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = build_parser("type_info", parser="lalr", strict=True, maybe_placeholders=False)
+    return _PARSER
+
+
+def _expected(names: Any) -> list[str]:
+    shown = sorted({_DISPLAY.get(name, name) for name in names})
+    return shown
+
+
+def _join(shown: list[str]) -> str:
+    if len(shown) <= 1:
+        return "".join(shown)
+    return ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def _syntax_error(text: str, err: UnexpectedInput) -> TreeSpecNameError:
+    if isinstance(err, UnexpectedToken):
+        expected = _expected(err.accepts or err.expected)
+        pos = len(text) if err.token.type == "$END" else (err.token.start_pos or 0)
+        got = "end of input" if err.token.type == "$END" else repr(str(err.token))
+    elif isinstance(err, UnexpectedCharacters):
+        expected = _expected(err.allowed or ())
+        pos = err.pos_in_stream or 0
+        got = repr(text[pos])
+    elif isinstance(err, UnexpectedEOF):
+        expected = _expected(err.expected)
+        pos = len(text)
+        got = "end of input"
+    else:  # pragma: no cover - lark has no other subclass
+        expected, pos, got = [], 0, "unexpected input"
+    if not text:
+        return TreeSpecNameError("empty type-info string", text, 0, tuple(expected))
+    return TreeSpecNameError(f"expected {_join(expected)}, got {got}", text, pos, tuple(expected))
+
+
+def parse(text: str) -> ti.TypeInfo:
+    """Parse ``text`` into a TypeInfo node; raise TreeSpecNameError on any malformed input."""
+    try:
+        tree = _parser().parse(text)
+        return _ToAst().transform(tree)
+    except UnexpectedInput as err:
+        raise _syntax_error(text, err) from None
+    except VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, _SemanticError):
+            raise TreeSpecNameError(inner.msg, text, inner.pos) from None
+        if isinstance(inner, TreeSpecNameError):
+            raise inner from None
+        raise

@@ -1,0 +1,312 @@
+"""The type-info language: how to rebuild one argument from a custom operator's flat list of tensors.
+
+``type_as_str_with_info`` writes one short string per argument (``Tensor``, ``list__3``,
+``dict__2_a__b``, ``DynamicCache_2D_W512``, a ``___`` TreeSpec name, ...) and ``deserialize_args``
+reads it back. ``grammars/type_info.lark`` is the only definition of the language; this module holds
+the typed AST that deserialization dispatches on, its canonical printer (``str``) and the public entry
+points. Invariants:
+
+* canonical = fixed point: ``parse_type_info(str(t)) == t`` for every AST ``t`` and
+  ``str(parse_type_info(s))`` is stable; legacy spellings (``DynamicCache__4``) parse to the same AST as
+  their canonical spelling (``DynamicCache_2D``);
+* every node knows how many items of the flat list it consumes (:attr:`TypeInfo.n_items`);
+* malformed input raises :class:`~piece_by_piece_serialize.errors.TreeSpecNameError` (the type-info
+  strings belong to the TreeSpec-name language family), never a lark exception;
+* this module imports neither lark nor torch; the parser (``_type_info_transform``) is loaded on first
+  use, and torch only when a ``___`` TreeSpec name must be decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from .errors import TreeSpecNameError
+
+__all__ = [
+    "CacheLayer",
+    "DynamicCacheInfo",
+    "EncoderDecoderCacheInfo",
+    "MAX_CACHE_LAYERS",
+    "MAX_TYPE_INFO_LENGTH",
+    "NoneInfo",
+    "ScalarInfo",
+    "TensorDictInfo",
+    "TensorInfo",
+    "TensorListInfo",
+    "TreeSpecInfo",
+    "TypeInfo",
+    "parse_type_info",
+    "pretty_type_info",
+]
+
+#: Longest type-info string accepted (characters); longer input fails fast with TreeSpecNameError.
+MAX_TYPE_INFO_LENGTH = 1_000_000
+#: Most layers a cache spelling may describe: ``DynamicCache__99999999998`` must not allocate a
+#: tuple of fifty billion layers before anything checks it.
+MAX_CACHE_LAYERS = 100_000
+
+_SCALARS = ("bool", "int", "float")
+
+
+@dataclass(frozen=True, slots=True)
+class TypeInfo:
+    """Base class of the type-info AST; ``str(node)`` is the canonical spelling."""
+
+    @property
+    def n_items(self) -> int:
+        """How many items of the operator's flat list this argument consumes."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo(TypeInfo):
+    """``Tensor``: the argument is one tensor."""
+
+    @property
+    def n_items(self) -> int:
+        return 1
+
+    def __str__(self) -> str:
+        return "Tensor"
+
+
+@dataclass(frozen=True, slots=True)
+class NoneInfo(TypeInfo):
+    """``None``: the argument is ``None`` (one ``None`` item in the flat list)."""
+
+    @property
+    def n_items(self) -> int:
+        return 1
+
+    def __str__(self) -> str:
+        return "None"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarInfo(TypeInfo):
+    """``bool``, ``int`` or ``float``: a Python scalar passed through the operator as is."""
+
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in _SCALARS:
+            raise ValueError(f"ScalarInfo.kind must be one of {_SCALARS}, got {self.kind!r}")
+
+    @property
+    def n_items(self) -> int:
+        return 1
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class TensorListInfo(TypeInfo):
+    """``list__N``: a ``list`` of ``size`` tensors."""
+
+    size: int
+
+    @property
+    def n_items(self) -> int:
+        return self.size
+
+    def __str__(self) -> str:
+        return f"list__{self.size}"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDictInfo(TypeInfo):
+    """``dict__N_k1__k2``: a ``dict`` of tensors whose values come in the order of ``keys``.
+
+    A key is a non-empty ``str`` without whitespace, without ``"__"``, and neither starting nor
+    ending with ``"_"`` (the spellings the original module decoded unambiguously). Dicts with other
+    keys are written as TreeSpec names instead.
+    """
+
+    keys: tuple[str, ...]
+
+    @property
+    def n_items(self) -> int:
+        return len(self.keys)
+
+    def __str__(self) -> str:
+        return f"dict__{len(self.keys)}_{'__'.join(self.keys)}"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLayer:
+    """One layer of a transformers ``DynamicCache``.
+
+    ``sliding_window`` is ``None`` for a ``DynamicLayer`` and the window for a
+    ``DynamicSlidingWindowLayer``; ``populated`` says whether the layer holds its key and value
+    tensors (a layer created from a config holds none until its first update).
+    """
+
+    sliding_window: int | None = None
+    populated: bool = True
+
+    @property
+    def n_items(self) -> int:
+        return 2 if self.populated else 0
+
+    @property
+    def class_name(self) -> str:
+        """The transformers class this layer is rebuilt as."""
+        return "DynamicLayer" if self.sliding_window is None else "DynamicSlidingWindowLayer"
+
+    def code(self) -> str:
+        """The kind spelling of this layer inside a cache type-info string (``D``, ``w512``, ...)."""
+        letter = "D" if self.sliding_window is None else "W"
+        if not self.populated:
+            letter = letter.lower()
+        return letter if self.sliding_window is None else f"{letter}{self.sliding_window}"
+
+
+def _layers_str(layers: tuple[CacheLayer, ...]) -> str:
+    # Run-length encoding of equal neighbours keeps a 32-layer cache short: DynamicCache_32D.
+    if not layers:
+        return "0"
+    groups: list[str] = []
+    i = 0
+    while i < len(layers):
+        j = i
+        while j < len(layers) and layers[j] == layers[i]:
+            j += 1
+        count = j - i
+        groups.append(f"{count if count > 1 else ''}{layers[i].code()}")
+        i = j
+    return "_".join(groups)
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicCacheInfo(TypeInfo):
+    """``DynamicCache_<layers>``: a transformers ``DynamicCache``, tensors as ``k0, v0, k1, v1, ...``."""
+
+    layers: tuple[CacheLayer, ...]
+
+    @property
+    def n_items(self) -> int:
+        return sum(layer.n_items for layer in self.layers)
+
+    def __str__(self) -> str:
+        return f"DynamicCache_{_layers_str(self.layers)}"
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderDecoderCacheInfo(TypeInfo):
+    """``EncoderDecoderCache_<layers>__<layers>``: self-attention cache tensors, then cross-attention ones."""
+
+    self_attention: DynamicCacheInfo
+    cross_attention: DynamicCacheInfo
+
+    @property
+    def n_items(self) -> int:
+        return self.self_attention.n_items + self.cross_attention.n_items
+
+    def __str__(self) -> str:
+        return (
+            f"EncoderDecoderCache_{_layers_str(self.self_attention.layers)}"
+            f"__{_layers_str(self.cross_attention.layers)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TreeSpecInfo(TypeInfo):
+    """``___...``: a TreeSpec name; the value is rebuilt with torch's ``tree_unflatten``.
+
+    ``n_leaves`` and ``spec`` are decoded from ``name`` by ``tree_spec_from_name`` when the string is
+    parsed; they do not take part in comparisons (``name`` determines them).
+    """
+
+    name: str
+    n_leaves: int = field(default=0, compare=False)
+    spec: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def n_items(self) -> int:
+        return self.n_leaves
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_type_info(text: str) -> TypeInfo:
+    """Parse one type-info string.
+
+    Accepts every spelling of ``grammars/type_info.lark``: the canonical ones printed by
+    ``str(TypeInfo)`` and the legacy ones the original module wrote (``DynamicCache__N``).
+    Returns the typed AST (a :class:`TypeInfo` subclass); a ``___`` TreeSpec name is decoded with
+    ``tree_spec_from_name`` (which imports torch) so that its leaf count and spec are known.
+    Results are cached (bounded), so repeated calls with the same string are cheap.
+    Raises :class:`TreeSpecNameError` on malformed input (with position and caret line) and
+    ``TypeError`` when ``text`` is not a ``str``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a type-info string must be a str, got {type(text).__name__}")
+    return _parse_cached(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> TypeInfo:
+    if len(text) > MAX_TYPE_INFO_LENGTH:
+        raise TreeSpecNameError(
+            f"type-info string is too long ({len(text)} characters, the limit is "
+            f"MAX_TYPE_INFO_LENGTH={MAX_TYPE_INFO_LENGTH})",
+            text[:200],
+            0,
+        )
+    from ._type_info_transform import parse
+
+    return parse(text)
+
+
+def _pretty_layers(cache: DynamicCacheInfo, indent: str) -> list[str]:
+    lines = []
+    for i, layer in enumerate(cache.layers):
+        detail = f"(sliding_window={layer.sliding_window})" if layer.sliding_window is not None else ""
+        state = "" if layer.populated else ", no tensors yet"
+        lines.append(f"{indent}layer {i}: {layer.class_name}{detail}{state}")
+    return lines
+
+
+def _pretty_cache_head(name: str, cache: DynamicCacheInfo) -> str:
+    n = len(cache.layers)
+    return f"{name} ({n} layer{'s' if n != 1 else ''}, {cache.n_items} tensors as k0, v0, k1, v1, ...)"
+
+
+def pretty_type_info(text: str) -> str:
+    """Show a type-info string as an indented tree, one line per part.
+
+    Accepts anything :func:`parse_type_info` accepts; a ``___`` TreeSpec name is shown by
+    ``treespec_name.pretty_name``. Returns the text (lines joined by ``"\\n"``, no trailing newline).
+    Raises :class:`TreeSpecNameError` on malformed input.
+    """
+    info = parse_type_info(text)
+    if isinstance(info, TreeSpecInfo):
+        from .treespec_name import pretty_name
+
+        return pretty_name(info.name)
+    if isinstance(info, TensorInfo):
+        return "Tensor"
+    if isinstance(info, NoneInfo):
+        return "None"
+    if isinstance(info, ScalarInfo):
+        return f"{info.kind} (a Python scalar, passed as is)"
+    if isinstance(info, TensorListInfo):
+        return f"list ({info.size} tensor{'s' if info.size != 1 else ''})"
+    if isinstance(info, TensorDictInfo):
+        lines = [f"dict ({len(info.keys)} tensor{'s' if len(info.keys) != 1 else ''}, in this key order)"]
+        lines.extend(f"  {key!r}: Tensor" for key in info.keys)
+        return "\n".join(lines)
+    if isinstance(info, DynamicCacheInfo):
+        return "\n".join([_pretty_cache_head("DynamicCache", info), *_pretty_layers(info, "  ")])
+    if isinstance(info, EncoderDecoderCacheInfo):
+        lines = [f"EncoderDecoderCache ({info.n_items} tensors: self-attention, then cross-attention)"]
+        lines.append("  " + _pretty_cache_head("self_attention_cache: DynamicCache", info.self_attention))
+        lines.extend(_pretty_layers(info.self_attention, "    "))
+        lines.append("  " + _pretty_cache_head("cross_attention_cache: DynamicCache", info.cross_attention))
+        lines.extend(_pretty_layers(info.cross_attention, "    "))
+        return "\n".join(lines)
+    raise AssertionError(f"unhandled type-info node {type(info).__name__}")  # pragma: no cover
