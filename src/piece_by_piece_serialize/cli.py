@@ -1,0 +1,210 @@
+"""The ``pbp-serialize`` command line: schema checks for CI and pre-commit, a formatter, and decoders.
+
+A thin argparse layer over the library. Each subcommand maps to one function returning an exit code:
+0 clean, 1 findings (a schema error, a non-canonical schema under ``--check``, an undecodable name),
+2 usage or I/O errors. User errors never show a traceback. Start-up stays light: this module imports
+only the standard library at load time; ``schema`` commands load the schema parser (lark) when they
+first parse, and torch is imported only by the commands that need it (``schema check`` with no path,
+``name decode`` of a TreeSpec name, ``name encode``, ``demo``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+__all__ = ["main", "run"]
+
+PROG = "pbp-serialize"
+
+
+class _UsageError(Exception):
+    """argparse found a usage error; ``run`` prints it with the usage line and returns 2."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse would print and call sys.exit(2); tests and embedders want a return code instead.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Check and format PyTorch operator schemas; decode and encode TreeSpec names.",
+        epilog="Exit status: 0 clean, 1 findings, 2 usage or I/O error.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    schema = commands.add_parser("schema", help="check, format and inspect operator schemas")
+    schema_commands = schema.add_subparsers(dest="schema_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    schema_commands.required = True
+
+    check = schema_commands.add_parser(
+        "check",
+        help="find and check every schema in files and folders",
+        description=(
+            "Find every operator schema in the given files and folders (plain text, one schema per line; Python "
+            "torch.library.define / Library.define / custom_op(schema=...); C++ def( and TORCH_SELECTIVE_SCHEMA( "
+            "string literals; YAML func: entries) and check it. '-' reads plain text from stdin. With no path, "
+            "checks every schema registered in the installed torch and prints a summary."
+        ),
+    )
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin")
+    check.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    check.add_argument("--format", choices=("text", "json"), default="text", help="output format (json: one record per line)")
+    check.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line")
+    check.set_defaults(handler=_cmd_schema_check)
+
+    fmt = schema_commands.add_parser(
+        "format",
+        help="print schemas in canonical form",
+        description="Print the canonical form of every schema found (one per line). With --check, print nothing for "
+        "canonical schemas and exit 1 if any schema is not canonical, showing its canonical form.",
+    )
+    fmt.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin (default: stdin)")
+    fmt.add_argument("--check", action="store_true", help="only report schemas that are not canonical")
+    fmt.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    fmt.set_defaults(handler=_cmd_schema_format)
+
+    names = schema_commands.add_parser("names", help="print the argument names of a schema, one per line")
+    names.add_argument("schema", metavar="SCHEMA")
+    names.set_defaults(handler=_cmd_schema_names)
+
+    name = commands.add_parser("name", help="decode and encode TreeSpec names and type-info strings")
+    name_commands = name.add_subparsers(dest="name_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    name_commands.required = True
+    decode = name_commands.add_parser("decode", help="print the tree of a TreeSpec name or type-info string")
+    decode.add_argument("name", metavar="NAME_OR_TYPE_STRING")
+    decode.set_defaults(handler=_cmd_name_decode)
+    encode = name_commands.add_parser(
+        "encode",
+        help="build a TreeSpec name from a structure description",
+        description="Build the TreeSpec name of a structure written like a Python literal with '*' for every leaf, "
+        "for example \"((*, *), {'a': *})\". Tuples, lists, dicts (string, int, bool or None keys) and "
+        "OrderedDict({...}) are understood. The text is parsed, never evaluated.",
+    )
+    encode.add_argument("description", metavar="DESCRIPTION")
+    encode.set_defaults(handler=_cmd_name_encode)
+
+    demo = commands.add_parser(
+        "demo",
+        help="the main job: check every schema registered in torch, then name and decode a realistic LLM input",
+    )
+    demo.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def run(argv: Sequence[str]) -> int:
+    """Run the command line with ``argv`` (without the program name); return the exit code.
+
+    Output goes to ``sys.stdout`` / ``sys.stderr`` as they are at call time, so tests can capture it.
+    Never raises for user errors: usage errors return 2 after printing the usage line.
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except _UsageError as exc:
+        exc.parser.print_usage(sys.stderr)
+        print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help and --version exit through argparse
+        return exc.code if isinstance(exc.code, int) else 0
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as other command-line tools do
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point ``pbp-serialize``; ``argv`` defaults to ``sys.argv[1:]``."""
+    return run(sys.argv[1:] if argv is None else argv)
+
+
+# ------------------------------------------------------------------------------------------------
+# Handlers: parse nothing themselves; the work lives in _check (schemas) and the library.
+
+
+def _cmd_schema_check(args: argparse.Namespace) -> int:
+    from ._check import check_command
+
+    return check_command(args.paths, strict=args.strict, fmt=args.format, quiet=args.quiet)
+
+
+def _cmd_schema_format(args: argparse.Namespace) -> int:
+    from ._check import format_command
+
+    return format_command(args.paths or ["-"], check=args.check, quiet=args.quiet)
+
+
+def _cmd_schema_names(args: argparse.Namespace) -> int:
+    from ._check import names_command
+
+    return names_command(args.schema)
+
+
+def _cmd_name_decode(args: argparse.Namespace) -> int:
+    from .errors import TreeSpecNameError
+    from .type_info import pretty_type_info
+
+    try:
+        print(pretty_type_info(args.name))
+    except TreeSpecNameError as exc:
+        _print_error("<name>", exc)
+        return 1
+    return 0
+
+
+def _cmd_name_encode(args: argparse.Namespace) -> int:
+    from ._structure import parse_structure
+    from .errors import TreeSpecNameError
+
+    try:
+        structure = parse_structure(args.description)
+    except TreeSpecNameError as exc:
+        _print_error("<description>", exc)
+        return 1
+    from torch.utils._pytree import tree_flatten
+
+    from .treespec_name import tree_spec_as_name
+
+    leaves, spec = tree_flatten(structure)
+    try:
+        print(tree_spec_as_name(spec, len(leaves)))
+    except TreeSpecNameError as exc:  # pragma: no cover - every describable structure is encodable
+        print(f"{PROG}: error: {exc.msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import demo
+
+    return demo(quiet=args.quiet)
+
+
+def _print_error(label: str, exc: Exception) -> None:
+    """An error on a command-line argument, in the same `where: error: message` + caret form as files."""
+    lineno = getattr(exc, "lineno", 1)
+    colno = getattr(exc, "colno", 1)
+    msg = getattr(exc, "msg", str(exc))
+    caret = exc.caret() if hasattr(exc, "caret") else ""
+    print(f"{label}:{lineno}:{colno}: error: {msg}", file=sys.stderr)
+    if caret:
+        print(caret, file=sys.stderr)

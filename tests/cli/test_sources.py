@@ -1,0 +1,127 @@
+"""Finding schema strings in text, Python, C++ and YAML, and mapping each character back to the file.
+
+The position map is checked exhaustively on every fixture: each decoded character must sit where the
+map says, either as itself or as the backslash of the escape sequence that produced it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from piece_by_piece_serialize._sources import kind_for_path, read_sites
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALL_FIXTURES = sorted(p for p in FIXTURES.iterdir() if p.is_file())
+
+
+def sites_of(path: Path):
+    kind = kind_for_path(str(path), explicit=True)
+    sites, problems = read_sites(str(path), path.read_text(encoding="utf-8"), kind)
+    return sites, problems
+
+
+def test_fixture_folder_has_good_and_bad_files_of_every_kind():
+    kinds = {(p.name.split("_")[0].split(".")[0], kind_for_path(str(p), explicit=True)) for p in ALL_FIXTURES}
+    for kind in ("text", "python", "cpp", "yaml"):
+        assert ("good", kind) in kinds and ("bad", kind) in kinds, kind
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=lambda p: p.name)
+def test_every_character_maps_to_where_it_was_written(path):
+    sites, problems = sites_of(path)
+    assert sites, "every fixture holds schemas"
+    assert problems == []
+    checked = 0
+    for site in sites:
+        assert len(site.positions) == len(site.text) + 1
+        for i, ch in enumerate(site.text):
+            line, col = site.positions[i]
+            written = site.lines[line - 1][col - 1]
+            # YAML folds a line break into a space, mapped to the last character of the line before
+            assert written == ch or written == "\\" or (ch == " " and site.context == "yaml"), (site.text, i)
+            checked += 1
+    assert checked == sum(len(s.text) for s in sites)
+
+
+def test_text_lines_and_comments():
+    sites, _ = read_sites("x.schema", "# comment\n\n  ns::f(int x) -> int  \nns::g() -> ()\n", "text")
+    assert [s.text for s in sites] == ["ns::f(int x) -> int", "ns::g() -> ()"]
+    assert sites[0].positions[0] == (3, 3)
+    assert sites[0].positions[-1] == (3, 22)
+
+
+def test_python_calls_keywords_and_folding():
+    path = FIXTURES / "good_ops.py"
+    sites, _ = sites_of(path)
+    assert [(s.context, s.text) for s in sites] == [
+        ("Library.define", "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"),
+        ("Library.define", "scale_(Tensor(a!) self, float factor=0.5) -> Tensor(a!)"),
+        ("torch.library.define", "(Tensor x, int[] sizes, int dim=0) -> Tensor[]"),
+        ("custom_op", "(Tensor x, float y) -> Tensor"),
+    ]
+    # the folded schema starts in the module constant and continues in the call
+    split = sites[2]
+    assert split.positions[0] == (13, 9)
+    assert split.positions[len("(Tensor x, int[] sizes")] == (14, 46)
+
+
+def test_python_escapes_and_unicode_columns():
+    source = 'x = "é"; lib.define("f(str s=\\"a\\\\tb\\") -> ()")\n'
+    sites, _ = read_sites("m.py", source, "python")
+    (site,) = sites
+    assert site.text == 'f(str s="a\\tb") -> ()'
+    # columns count characters, not UTF-8 bytes ("é" is two bytes)
+    assert site.positions[0] == (1, 22)
+    assert site.positions[site.text.index('"')] == (1, 30)  # the backslash of \"
+
+
+def test_python_import_aliases():
+    source = "import torch.library as tl\nfrom torch.library import define as d\ntl.define('ns::a', '() -> ()')\nd('ns::b', schema='(int x) -> ()')\n"
+    sites, _ = read_sites("m.py", source, "python")
+    assert [(s.context, s.text) for s in sites] == [("torch.library.define", "() -> ()"), ("torch.library.define", "(int x) -> ()")]
+
+
+def test_python_syntax_error_is_a_problem_not_an_exception():
+    sites, problems = read_sites("m.py", "lib.define('f() -> ()'\n", "python")
+    assert sites == []
+    assert len(problems) == 1 and problems[0].message.startswith("cannot read Python source")
+
+
+def test_cpp_literals_joined_and_escapes_decoded():
+    sites, _ = sites_of(FIXTURES / "good_ops.cpp")
+    assert [s.text for s in sites] == [
+        "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "scale_(Tensor(a!) self, float factor=0.5) -> Tensor(a!)",
+        'myops::quote(Tensor x, str sep="\\t") -> Tensor',
+        'myops::raw(Tensor x, str s="a\\nb") -> Tensor',
+        "name_only",
+    ]
+    joined = sites[1]
+    assert joined.positions[0] == (6, 10)
+    assert joined.positions[len("scale_(Tensor(a!) self, ")] == (7, 10)
+
+
+def test_yaml_plain_folded_and_quoted():
+    sites, _ = sites_of(FIXTURES / "good_native.yaml")
+    assert [s.text for s in sites] == [
+        "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "long_one(Tensor self, int[] sizes, int dim=0) -> Tensor[]",
+        'quoted(Tensor self, str sep="#") -> Tensor',
+    ]
+
+
+def test_yaml_block_scalar_is_reported():
+    sites, problems = read_sites("n.yaml", "- func: >\n    f() -> ()\n", "yaml")
+    assert sites == []
+    assert [(p.line, p.severity) for p in problems] == [(1, "warning")]
+
+
+def test_kind_for_path():
+    assert kind_for_path("a/b.py", explicit=False) == "python"
+    assert kind_for_path("a/b.cu", explicit=False) == "cpp"
+    assert kind_for_path("a/native_functions.yaml", explicit=False) == "yaml"
+    assert kind_for_path("a/ops.schema", explicit=False) == "text"
+    assert kind_for_path("a/requirements.txt", explicit=False) is None
+    assert kind_for_path("a/requirements.txt", explicit=True) == "text"
