@@ -41,6 +41,7 @@ _DISPLAY = {
     "KEY": "a dict key",
     "TREESPEC_NAME": "a TreeSpec name",
     "$END": "end of input",
+    "<END-OF-FILE>": "end of input",
 }
 
 
@@ -53,11 +54,10 @@ class _SemanticError(Exception):
         self.pos = pos
 
 
-def _layers_limit(n: int, token: Token) -> None:
+def _layers_limit(n: int, pos: int) -> None:
     if n > ti.MAX_CACHE_LAYERS:
         raise _SemanticError(
-            f"a cache may describe at most MAX_CACHE_LAYERS={ti.MAX_CACHE_LAYERS} layers, got {n}",
-            token.start_pos or 0,
+            f"a cache may describe at most MAX_CACHE_LAYERS={ti.MAX_CACHE_LAYERS} layers, got {n}", pos
         )
 
 
@@ -113,10 +113,11 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
     def sliding_empty(self, _tok: Token, window: Token) -> ti.CacheLayer:
         return ti.CacheLayer(int(window), False)
 
-    def group(self, *items: Any) -> tuple[Token | None, ti.CacheLayer]:
+    @v_args(inline=False, meta=True)
+    def group(self, meta: Any, items: list[Any]) -> tuple[Token | None, ti.CacheLayer, int]:
         if len(items) == 2:
-            return items[0], items[1]
-        return None, items[0]
+            return items[0], items[1], meta.start_pos
+        return None, items[0], meta.start_pos
 
     def no_layers(self, _tok: Token) -> tuple[ti.CacheLayer, ...]:
         return ()
@@ -127,11 +128,10 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
         for item in items:
             if isinstance(item, Token):  # the "_" between groups
                 continue
-            count, layer = item
+            count, layer, start = item
             n = 1 if count is None else int(count)
             total += n
-            if count is not None:
-                _layers_limit(total, count)
+            _layers_limit(total, start)
             out.extend([layer] * n)
         return tuple(out)
 
@@ -146,7 +146,7 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
                 "so it must be even",
                 count.start_pos or 0,
             )
-        _layers_limit(n // 2, count)
+        _layers_limit(n // 2, count.start_pos or 0)
         return ti.DynamicCacheInfo((ti.CacheLayer(None, True),) * (n // 2))
 
     def encoder_decoder_cache(
@@ -173,7 +173,9 @@ _PARSER: Any = None
 def _parser() -> Any:
     global _PARSER
     if _PARSER is None:
-        _PARSER = build_parser("type_info", parser="lalr", strict=True, maybe_placeholders=False)
+        _PARSER = build_parser(
+            "type_info", parser="lalr", strict=True, maybe_placeholders=False, propagate_positions=True
+        )
     return _PARSER
 
 

@@ -1,0 +1,149 @@
+"""transformers 5.x caches <-> flat lists of tensors, without any pytree registration.
+
+A ``DynamicCache`` is a list of layers; each populated layer holds a key and a value tensor. It is
+flattened to ``[k0, v0, k1, v1, ...]`` (populated layers only) and described by a
+:class:`~.type_info.DynamicCacheInfo` that records, per layer, its kind (``DynamicLayer`` or
+``DynamicSlidingWindowLayer`` with its ``sliding_window``) and whether it is populated, so that
+:func:`rebuild` restores the same layer kinds, windows and tensor objects. An
+``EncoderDecoderCache`` is its self-attention cache followed by its cross-attention cache.
+
+Invariants: transformers is never imported by this module to *inspect* a value (a value can only be
+a transformers cache if ``transformers.cache_utils`` is already in ``sys.modules``); it is imported
+only by :func:`rebuild`, i.e. when a type-info string names a transformers class. Any other cache or
+layer class is refused with a ``TypeError`` naming it, never flattened silently into something else.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from .type_info import CacheLayer, DynamicCacheInfo, EncoderDecoderCacheInfo
+
+_MODULE = "transformers.cache_utils"
+
+
+def cache_module() -> Any:
+    """``transformers.cache_utils`` if already imported, else ``None`` (never imports it)."""
+    return sys.modules.get(_MODULE)
+
+
+def is_cache(obj: Any) -> bool:
+    """Whether ``obj`` is any transformers ``Cache`` (supported or not)."""
+    cu = sys.modules.get(_MODULE)
+    return cu is not None and isinstance(obj, cu.Cache)
+
+
+def _describe_dynamic(cache: Any, cu: Any, what: str) -> DynamicCacheInfo:
+    if type(cache) is not cu.DynamicCache:
+        raise TypeError(
+            f"{what}: {type(cache).__module__}.{type(cache).__qualname__} is not supported; "
+            "supported caches are transformers DynamicCache and EncoderDecoderCache"
+        )
+    if getattr(cache, "offloading", False):
+        raise TypeError(f"{what}: an offloading DynamicCache is not supported")
+    layers = []
+    for i, layer in enumerate(cache.layers):
+        kind = type(layer)
+        if kind is cu.DynamicLayer:
+            window = None
+        elif kind is cu.DynamicSlidingWindowLayer:
+            window = int(layer.sliding_window)
+        else:
+            raise TypeError(
+                f"{what}: layer {i} is a {kind.__qualname__}; supported layers are DynamicLayer and "
+                "DynamicSlidingWindowLayer"
+            )
+        layers.append(CacheLayer(window, bool(layer.is_initialized)))
+    return DynamicCacheInfo(tuple(layers))
+
+
+def describe(cache: Any, what: str = "cache") -> DynamicCacheInfo | EncoderDecoderCacheInfo:
+    """The type-info node of a supported cache; ``TypeError`` naming ``what`` for any other cache."""
+    cu = sys.modules[_MODULE]
+    if type(cache) is cu.EncoderDecoderCache:
+        return EncoderDecoderCacheInfo(
+            _describe_dynamic(cache.self_attention_cache, cu, f"{what}.self_attention_cache"),
+            _describe_dynamic(cache.cross_attention_cache, cu, f"{what}.cross_attention_cache"),
+        )
+    return _describe_dynamic(cache, cu, what)
+
+
+def _flatten_dynamic(cache: Any, out: list[Any]) -> None:
+    for layer in cache.layers:
+        if layer.is_initialized:
+            out.append(layer.keys)
+            out.append(layer.values)
+
+
+def flatten(cache: Any) -> list[Any]:
+    """``[k0, v0, k1, v1, ...]`` of a supported cache (self-attention first for encoder-decoder)."""
+    out: list[Any] = []
+    if hasattr(cache, "self_attention_cache"):
+        _flatten_dynamic(cache.self_attention_cache, out)
+        _flatten_dynamic(cache.cross_attention_cache, out)
+    else:
+        _flatten_dynamic(cache, out)
+    return out
+
+
+def _new_layer(cu: Any, spec: CacheLayer, keys: Any, values: Any) -> Any:
+    # The layer is filled the way its own update() would leave it after one call with these states,
+    # but without torch.cat, so that the very same tensor objects end up in the cache.
+    if spec.sliding_window is None:
+        layer = cu.DynamicLayer()
+    else:
+        layer = cu.DynamicSlidingWindowLayer(sliding_window=spec.sliding_window)
+    if spec.populated:
+        layer.device = keys.device
+        layer.keys = keys
+        layer.values = values
+        layer.is_initialized = True
+        if spec.sliding_window is not None:
+            layer._sliding_window_tensor = layer._sliding_window_tensor.to(keys.device)
+            layer.cumulative_length = keys.shape[-2]
+    return layer
+
+
+def _rebuild_dynamic(cu: Any, info: DynamicCacheInfo, tensors: Sequence[Any], pos: int) -> tuple[Any, int]:
+    layers = []
+    for spec in info.layers:
+        if spec.populated:
+            layers.append(_new_layer(cu, spec, tensors[pos], tensors[pos + 1]))
+            pos += 2
+        else:
+            layers.append(_new_layer(cu, spec, None, None))
+    cache = cu.DynamicCache()
+    cache.layers = layers
+    return cache, pos
+
+
+def rebuild(info: DynamicCacheInfo | EncoderDecoderCacheInfo, tensors: Sequence[Any]) -> Any:
+    """A new cache of the kind ``info`` describes holding ``tensors`` (exactly ``info.n_items``)."""
+    import transformers.cache_utils as cu  # the type-info string names a transformers class
+
+    if isinstance(info, EncoderDecoderCacheInfo):
+        self_cache, pos = _rebuild_dynamic(cu, info.self_attention, tensors, 0)
+        cross_cache, _ = _rebuild_dynamic(cu, info.cross_attention, tensors, pos)
+        return cu.EncoderDecoderCache(self_cache, cross_cache)
+    cache, _ = _rebuild_dynamic(cu, info, tensors, 0)
+    return cache
+
+
+def copy_cache(cache: Any, clone: Any) -> Any:
+    """A copy of a supported cache: same layer kinds and windows, every tensor passed through ``clone``."""
+    info = describe(cache)
+    copied = rebuild(info, [clone(t) for t in flatten(cache)])
+    # cumulative_length of a sliding layer may exceed its stored states; keep the original's count.
+    pairs = []
+    if isinstance(info, EncoderDecoderCacheInfo):
+        pairs = list(zip(cache.self_attention_cache.layers, copied.self_attention_cache.layers)) + list(
+            zip(cache.cross_attention_cache.layers, copied.cross_attention_cache.layers)
+        )
+        copied.is_updated = dict(cache.is_updated)
+    else:
+        pairs = list(zip(cache.layers, copied.layers))
+    for old, new in pairs:
+        if hasattr(old, "cumulative_length"):
+            new.cumulative_length = old.cumulative_length
+    return copied

@@ -1,0 +1,640 @@
+"""Pass any nested input through a custom operator and back: flatten, describe, rebuild.
+
+"Piece by piece" export replaces a submodule by a custom operator, which only accepts tensors, lists
+of tensors and scalars. :func:`serialize_args` flattens the submodule's arguments into such a flat
+tuple, :func:`type_as_str_with_info` describes each argument with a type-info string (the language of
+``grammars/type_info.lark``), and :func:`deserialize_args` / :func:`deserialize_args_kwargs` rebuild
+the original objects from the flat list and those strings.
+
+Invariants (see Note [flat order]):
+
+* for every supported value ``v``, ``deserialize_args(flat(serialize_one(v)), [type_as_str_with_info(v)])``
+  rebuilds ``v``: same types, same tensors (the very same objects unless ``clone=True``);
+  ``serialize_one`` and ``type_as_str_with_info`` take their decisions in one place
+  (:func:`_kind`), so the flat order always matches what the string announces;
+* bad input raises ``TypeError``/``ValueError`` naming the argument, never an ``assert``, and nothing
+  is silently dropped or reordered; malformed type-info strings raise ``TreeSpecNameError``;
+* decoding never runs code (no pickle, eval or import by name); torch is imported on first use and
+  transformers only when a value is one of its classes or a type-info string names a cache;
+* the hot path (``serialize_args`` + ``deserialize_args`` on every forward call) parses each distinct
+  type-info string once (bounded cache) and does no other string work.
+
+Note [flat order]
+~~~~~~~~~~~~~~~~~
+Per argument: a tensor, ``None`` or a ``bool``/``int``/``float`` is one item; a ``list`` of tensors is its
+items; a ``dict`` of tensors whose keys are plain identifiers (``[A-Za-z0-9]`` runs joined by single
+``_``) is its values in sorted-key order (the original module's order, kept for compatibility); a
+transformers ``DynamicCache`` is ``k0, v0, k1, v1, ...`` and an ``EncoderDecoderCache`` its
+self-attention then cross-attention tensors; anything else is ``torch.utils._pytree.tree_flatten``'s
+leaves and is described by a TreeSpec name. ``serialize_args`` concatenates the arguments in order.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _caches
+from .type_info import (
+    DynamicCacheInfo,
+    EncoderDecoderCacheInfo,
+    NoneInfo,
+    ScalarInfo,
+    TensorDictInfo,
+    TensorInfo,
+    TensorListInfo,
+    TreeSpecInfo,
+    TypeInfo,
+    _parse_cached,
+)
+
+__all__ = [
+    "choose_kwargs_for_dynamic_shapes",
+    "deserialize_args",
+    "deserialize_args_kwargs",
+    "extract_names_from_schema",
+    "make_copy",
+    "serialize_args",
+    "serialize_one",
+    "tree_spec_as_name",
+    "tree_spec_from_name",
+    "type_as_str_with_info",
+]
+
+# torch objects, bound on first use (see _setup) so that importing this module stays cheap.
+_Tensor: Any = None
+_tree_flatten: Any = None
+_tree_unflatten: Any = None
+
+# _kind() results
+_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE = range(7)
+_SCALAR_NAMES = {bool: "bool", int: "int", float: "float"}
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _setup() -> None:
+    global _Tensor, _tree_flatten, _tree_unflatten
+    import torch
+    from torch.utils import _pytree
+
+    _tree_flatten = _pytree.tree_flatten
+    _tree_unflatten = _pytree.tree_unflatten
+    _Tensor = torch.Tensor
+
+
+def __getattr__(name: str) -> Any:
+    # Re-exported from their own modules, loaded on first access like the package's top level.
+    if name == "extract_names_from_schema":
+        from .schema import extract_names_from_schema
+
+        return extract_names_from_schema
+    if name in ("tree_spec_as_name", "tree_spec_from_name"):
+        from . import treespec_name
+
+        return getattr(treespec_name, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _compact_key(key: Any) -> bool:
+    """Whether ``key`` fits the compact ``dict__N_k1__k2`` form as the writer produces it."""
+    if type(key) is not str or not key or key[0] == "_" or key[-1] == "_" or "__" in key:
+        return False
+    return all(ch in _ALNUM or ch == "_" for ch in key)
+
+
+def _kind(obj: Any) -> int:
+    """Which form of Note [flat order] ``obj`` takes; the one decision shared by writer and flattener."""
+    if isinstance(obj, _Tensor):
+        return _K_TENSOR
+    if obj is None:
+        return _K_NONE
+    cls = type(obj)
+    if cls in _SCALAR_NAMES or isinstance(obj, (bool, int, float)):
+        return _K_SCALAR
+    if cls is list:
+        for item in obj:
+            if not isinstance(item, _Tensor):
+                return _K_TREE
+        return _K_LIST
+    if cls is dict and obj:
+        for key, value in obj.items():
+            if not isinstance(value, _Tensor) or not _compact_key(key):
+                return _K_TREE
+        return _K_DICT
+    if _caches.is_cache(obj):
+        return _K_CACHE
+    return _K_TREE
+
+
+def _scalar_name(obj: Any) -> str:
+    if isinstance(obj, bool):
+        return "bool"
+    if isinstance(obj, int):
+        return "int"
+    return "float"
+
+
+def _flatten_tree(obj: Any, what: str) -> Tuple[List[Any], Any]:
+    leaves, spec = _tree_flatten(obj)
+    cu = _caches.cache_module()
+    if cu is not None:
+        for leaf in leaves:
+            if isinstance(leaf, cu.Cache):
+                raise TypeError(
+                    f"{what}: a transformers {type(leaf).__name__} nested inside a "
+                    f"{type(obj).__name__} is not supported; pass the cache as its own argument"
+                )
+    return leaves, spec
+
+
+def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, List[Any]]:
+    """Flatten one argument into what a custom operator accepts.
+
+    Accepts any value; ``name`` (the argument's name or position) and ``schema`` only make error
+    messages precise. Returns the tensor itself for a tensor, ``obj`` itself for ``None`` and a
+    ``bool``/``int``/``float``, the list or tuple itself for a list or tuple of tensors, and otherwise a
+    list of tensors (and scalars) in the order of Note [flat order]: dict values in sorted-key order,
+    ``[k0, v0, k1, v1, ...]`` for a cache, pytree leaves for anything else.
+    Raises ``TypeError`` naming the argument for an unsupported transformers cache (or one nested in a
+    container).
+    """
+    if _Tensor is None:
+        _setup()
+    if isinstance(obj, _Tensor) or obj is None:
+        return obj
+    cls = type(obj)
+    if cls is tuple or cls is list:
+        for item in obj:
+            if not isinstance(item, _Tensor):
+                break
+        else:
+            return obj
+    kind = _kind(obj)
+    if kind == _K_SCALAR:
+        return obj
+    if kind == _K_DICT:
+        return [obj[key] for key in sorted(obj)]
+    what = _argument(name, schema)
+    if kind == _K_CACHE:
+        _caches.describe(obj, what)
+        return _caches.flatten(obj)
+    return _flatten_tree(obj, what)[0]
+
+
+def _argument(name: Union[str, int, None], schema: Optional[str] = None) -> str:
+    where = f" of schema {schema!r}" if schema else ""
+    if isinstance(name, int):
+        return f"positional argument {name}{where}"
+    return f"argument {name!r}{where}"
+
+
+def type_as_str_with_info(obj: Any) -> str:
+    """The type-info string that tells :func:`deserialize_args` how to rebuild ``obj``.
+
+    Accepts any value :func:`serialize_one` accepts. Returns ``Tensor``, ``None``, ``bool``, ``int``,
+    ``float``, ``list__N`` (a list of tensors), ``dict__N_k1__k2`` (a dict of tensors with plain
+    identifier keys, sorted), ``DynamicCache_<layers>`` / ``EncoderDecoderCache_<layers>__<layers>``
+    (layer kinds and sliding windows included), or a TreeSpec name (``___...``) for anything else.
+    Raises ``TypeError`` for an unsupported transformers cache and
+    :class:`~piece_by_piece_serialize.errors.TreeSpecNameError` for a structure that has no TreeSpec name.
+    """
+    if _Tensor is None:
+        _setup()
+    kind = _kind(obj)
+    if kind == _K_TENSOR:
+        return "Tensor"
+    if kind == _K_NONE:
+        return "None"
+    if kind == _K_SCALAR:
+        return _scalar_name(obj)
+    if kind == _K_LIST:
+        return f"list__{len(obj)}"
+    if kind == _K_DICT:
+        return str(TensorDictInfo(tuple(sorted(obj))))
+    if kind == _K_CACHE:
+        return str(_caches.describe(obj, "value"))
+    from .treespec_name import tree_spec_as_name
+
+    leaves, spec = _flatten_tree(obj, "value")
+    return tree_spec_as_name(spec, len(leaves))
+
+
+def _extend(out: List[Any], r: Any) -> None:
+    cls = type(r)
+    if cls is list or cls is tuple:
+        out.extend(r)
+    else:
+        out.append(r)
+
+
+def serialize_args(
+    args: Tuple[Any],
+    kwargs: Optional[Dict[str, Any]],
+    schema: str,
+    args_names: Optional[List[str]] = None,
+) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """Flatten positional and keyword arguments before calling a custom operator.
+
+    Accepts ``args`` (a tuple or list of positional arguments, or a single tensor), ``kwargs`` (``None``,
+    or a dict of keyword arguments), ``schema`` (the operator's schema, used for parameter names when
+    ``args_names`` is not given; may be ``None``) and ``args_names`` (the ordered parameter names).
+    Returns, with ``kwargs=None``: the tensor itself when ``args`` is a tensor, else the flat tuple;
+    with ``kwargs={}``: ``(flat_tuple, {})``; otherwise ``(flat_tuple, {})`` where, after the
+    positional arguments, every named parameter is filled in order (``None`` when not passed) and the
+    remaining keyword arguments (``**kwargs``) follow in their order. Each argument is flattened by
+    :func:`serialize_one`.
+    Raises ``TypeError`` for arguments of the wrong type or passed twice, ``ValueError`` when
+    keyword arguments are given without any way to know the parameter order.
+    """
+    if _Tensor is None:
+        _setup()
+    if isinstance(args, _Tensor):
+        positional: Sequence[Any] = (args,)
+    elif type(args) is tuple or type(args) is list:
+        positional = args
+    else:  # a dict, a namedtuple, a cache...: one positional argument
+        positional = (args,)
+    flat: List[Any] = []
+    for i, a in enumerate(positional):
+        if isinstance(a, _Tensor):
+            flat.append(a)
+        else:
+            _extend(flat, serialize_one(a, i, schema))
+
+    if not kwargs:
+        if kwargs is None:
+            return args if isinstance(args, _Tensor) else tuple(flat)  # type: ignore[return-value]
+        if not isinstance(kwargs, dict):
+            raise TypeError(f"serialize_args: kwargs must be a dict or None, got {type(kwargs).__name__}")
+        return tuple(flat), {}
+    if not isinstance(kwargs, dict):
+        raise TypeError(f"serialize_args: kwargs must be a dict or None, got {type(kwargs).__name__}")
+
+    if args_names is None:
+        if not schema:
+            raise ValueError(
+                f"serialize_args: keyword arguments {sorted(map(str, kwargs))} need the parameter order; "
+                "give args_names or schema"
+            )
+        from .schema import extract_names_from_schema
+
+        args_names = extract_names_from_schema(schema)
+    elif not isinstance(args_names, (list, tuple)) or not all(isinstance(n, str) for n in args_names):
+        raise TypeError("serialize_args: args_names must be a list of str")
+    n_pos = len(positional)
+    for name in args_names[:n_pos]:
+        if name in kwargs:
+            raise TypeError(
+                f"serialize_args: argument {name!r} is given both positionally and by keyword"
+            )
+    named = args_names[n_pos:]
+    for name in named:
+        if name in kwargs:
+            _extend(flat, serialize_one(kwargs[name], name, schema))
+        else:
+            flat.append(None)  # the parameter keeps its default; deserialize_args_kwargs skips it
+    known = set(args_names)
+    for key, value in kwargs.items():
+        if not isinstance(key, str):
+            raise TypeError(f"serialize_args: keyword argument names must be str, got {key!r}")
+        if key in known:
+            continue
+        _extend(flat, serialize_one(value, key, schema))
+    return tuple(flat), {}
+
+
+def _type_info(tt: Any, where: str) -> TypeInfo:
+    if type(tt) is str:
+        return _parse_cached(tt)
+    if tt is None:
+        return NoneInfo()
+    if isinstance(tt, TypeInfo):
+        return tt
+    raise TypeError(f"{where} must be a type-info string, got {type(tt).__name__}: {tt!r}")
+
+
+def _take(res: Sequence[Any], pos: int, n: int, where: str, tt: Any) -> Tuple[Sequence[Any], int]:
+    """The ``n`` items for one argument: either packed as one list at ``pos`` or ``n`` flat items."""
+    if n and pos < len(res):
+        item = res[pos]
+        if type(item) is list or type(item) is tuple:
+            if len(item) != n:
+                raise ValueError(
+                    f"{where}={str(tt)!r} needs {n} items but res[{pos}] is a list of {len(item)}"
+                )
+            return item, pos + 1
+    end = pos + n
+    if end > len(res):
+        raise ValueError(
+            f"{where}={str(tt)!r} needs {n} items from res[{pos}] but res has only {len(res)} items"
+        )
+    return res[pos:end], end
+
+
+def _clone_leaf(x: Any) -> Any:
+    return x.clone() if isinstance(x, _Tensor) else x
+
+
+def _deserialize_into(
+    des: List[Any], res: Sequence[Any], expected_types: Sequence[Any], clone: bool, pos: int, label: str
+) -> int:
+    n_res = len(res)
+    for i, tt in enumerate(expected_types):
+        info = _type_info(tt, f"{label}[{i}]")
+        cls = type(info)
+        if cls is TensorInfo:
+            if pos >= n_res:
+                raise ValueError(f"{label}[{i}]='Tensor' needs res[{pos}] but res has only {n_res} items")
+            item = res[pos]
+            if not isinstance(item, _Tensor):
+                raise TypeError(f"{label}[{i}]='Tensor' but res[{pos}] is a {type(item).__name__}")
+            des.append(item.clone() if clone else item)
+            pos += 1
+        elif cls is NoneInfo:
+            if pos >= n_res:
+                raise ValueError(f"{label}[{i}]='None' needs res[{pos}] but res has only {n_res} items")
+            if res[pos] is not None:
+                raise TypeError(f"{label}[{i}]='None' but res[{pos}] is a {type(res[pos]).__name__}")
+            des.append(None)
+            pos += 1
+        elif cls is ScalarInfo:
+            if pos >= n_res:
+                raise ValueError(f"{label}[{i}]={str(info)!r} needs res[{pos}] but res has only {n_res} items")
+            item = res[pos]
+            if item is None or isinstance(item, (_Tensor, list, tuple)):
+                raise TypeError(f"{label}[{i}]={str(info)!r} but res[{pos}] is a {type(item).__name__}")
+            des.append(item)
+            pos += 1
+        elif cls is TreeSpecInfo:
+            items, pos = _take(res, pos, info.n_leaves, f"{label}[{i}]", info)
+            leaves = [_clone_leaf(x) for x in items] if clone else list(items)
+            des.append(_tree_unflatten(leaves, info.spec))
+        elif cls is TensorListInfo:
+            items, pos = _take(res, pos, info.size, f"{label}[{i}]", info)
+            _check_tensors(items, f"{label}[{i}]", info)
+            des.append([t.clone() for t in items] if clone else list(items))
+        elif cls is TensorDictInfo:
+            items, pos = _take(res, pos, len(info.keys), f"{label}[{i}]", info)
+            _check_tensors(items, f"{label}[{i}]", info)
+            des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))
+        elif cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
+            items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
+            _check_tensors(items, f"{label}[{i}]", info)
+            des.append(_caches.rebuild(info, [t.clone() for t in items] if clone else items))
+        else:  # pragma: no cover - every node of type_info.py is handled above
+            raise TypeError(f"{label}[{i}]: unhandled type-info node {cls.__name__}")
+    return pos
+
+
+def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
+    for item in items:
+        if not isinstance(item, _Tensor):
+            raise TypeError(f"{where}={str(info)!r} expects tensors only, got a {type(item).__name__}")
+
+
+def _is_empty_marker(x: Any) -> bool:
+    return (type(x) is list or type(x) is tuple) and len(x) == 0
+
+
+def deserialize_args(
+    res: List[Any],
+    expected_types: List[str],
+    clone: bool = False,
+    return_n_args: bool = False,
+) -> Tuple[Any, ...]:
+    """Rebuild the Python objects a custom operator received or returned as a flat list.
+
+    Accepts ``res`` (the flat list or tuple of tensors, scalars and ``None``; a group of items may
+    also come packed as one list, as an operator returning ``Tensor[]`` gives it; or a single tensor),
+    ``expected_types`` (one type-info string per object, as :func:`type_as_str_with_info` wrote them;
+    ``None`` stands for ``"None"``), ``clone`` (clone every tensor) and ``return_n_args``.
+    Returns the tuple of rebuilt objects; the tensor itself when ``res`` is a tensor and
+    ``expected_types == ["Tensor"]``; with ``return_n_args=True``, ``(objects, n_items_consumed)``
+    and ``res`` may hold more items. Otherwise every item must be consumed (one trailing empty list,
+    an empty ``**kwargs``, is allowed).
+    Raises ``TypeError``/``ValueError`` naming the position on any mismatch between ``res`` and
+    ``expected_types``, :class:`~piece_by_piece_serialize.errors.TreeSpecNameError` on a malformed
+    type-info string.
+    """
+    if _Tensor is None:
+        _setup()
+    if not isinstance(expected_types, (list, tuple)):
+        raise TypeError(f"deserialize_args: expected_types must be a list of str, got {type(expected_types).__name__}")
+    if isinstance(res, _Tensor):
+        if len(expected_types) != 1 or not isinstance(_type_info(expected_types[0], "expected_types[0]"), TensorInfo):
+            raise ValueError(
+                f"deserialize_args: res is a single tensor but expected_types={list(expected_types)!r}"
+            )
+        out = res.clone() if clone else res
+        return (out, 1) if return_n_args else out  # type: ignore[return-value]
+    if not isinstance(res, (list, tuple)):
+        raise TypeError(f"deserialize_args: res must be a list or tuple, got {type(res).__name__}")
+    des: List[Any] = []
+    pos = _deserialize_into(des, res, expected_types, clone, 0, "expected_types")
+    if return_n_args:
+        return tuple(des), pos  # type: ignore[return-value]
+    if pos != len(res) and not (pos == len(res) - 1 and _is_empty_marker(res[-1])):
+        raise ValueError(
+            f"deserialize_args: expected_types={list(map(str, expected_types))!r} describe {pos} items "
+            f"but res has {len(res)}"
+        )
+    return tuple(des)
+
+
+def deserialize_args_kwargs(
+    args: List[Any],
+    kwargs: Dict[str, Any],
+    expected_types: Tuple[List[str], List[str]],
+    clone: bool = False,
+    ordered_names: Optional[List[str]] = None,
+    fill_kwargs: bool = False,
+) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """Rebuild ``(args, kwargs)`` from the flat list :func:`serialize_args` produced.
+
+    Accepts ``args`` (the flat list), ``kwargs`` (must be empty: operator inputs are positional),
+    ``expected_types`` (a pair: the type-info strings of the positional arguments, and a dict mapping
+    each keyword argument's name to its type-info string, in the order they were passed), ``clone``,
+    ``ordered_names`` (the parameter names in order, required when keyword arguments are expected) and
+    ``fill_kwargs`` (the flat list ends with one empty list standing for an empty ``**kwargs``).
+    After the positional arguments, each name of ``ordered_names[len(positional):]`` is read in order:
+    its value when it is in the keyword dict, else the ``None`` placeholder ``serialize_args`` wrote
+    (the name is left out so that its default applies); the keyword arguments that are not in
+    ``ordered_names`` (``**kwargs``) follow in their order.
+    Returns ``(args_tuple, kwargs_dict)``.
+    Raises ``TypeError``/``ValueError`` naming the argument on any mismatch.
+    """
+    if _Tensor is None:
+        _setup()
+    if kwargs:
+        raise ValueError(
+            f"deserialize_args_kwargs: operator inputs are positional, kwargs must be empty, got "
+            f"{sorted(map(str, kwargs))}"
+        )
+    if not isinstance(expected_types, tuple) or len(expected_types) != 2:
+        raise TypeError(
+            "deserialize_args_kwargs: expected_types must be a pair (positional types, keyword types), "
+            f"got {type(expected_types).__name__}"
+        )
+    pos_types, kw_types = expected_types
+    if not isinstance(pos_types, (list, tuple)):
+        raise TypeError(f"deserialize_args_kwargs: expected_types[0] must be a list, got {type(pos_types).__name__}")
+    if kw_types is None:
+        kw_types = {}
+    if not isinstance(kw_types, Mapping):
+        if isinstance(kw_types, (list, tuple)) and not kw_types:
+            kw_types = {}
+        else:
+            raise TypeError(
+                "deserialize_args_kwargs: expected_types[1] must map keyword names to type-info strings, "
+                f"got {type(kw_types).__name__}"
+            )
+    if isinstance(args, _Tensor):
+        args = [args]
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"deserialize_args_kwargs: args must be a list or tuple, got {type(args).__name__}")
+    if fill_kwargs and not (args and _is_empty_marker(args[-1])):
+        raise ValueError("deserialize_args_kwargs: fill_kwargs=True but args does not end with an empty list")
+    n_flat = len(args) - (1 if fill_kwargs else 0)
+
+    des: List[Any] = []
+    pos = _deserialize_into(des, args, pos_types, clone, 0, "expected_types[0]")
+    new_kwargs: Dict[str, Any] = {}
+    if kw_types:
+        if ordered_names is None:
+            raise ValueError(
+                f"deserialize_args_kwargs: keyword arguments {list(kw_types)} need ordered_names"
+            )
+        names = list(ordered_names)
+        known = set(names)
+        for name in names[: len(pos_types)]:
+            if name in kw_types:
+                raise TypeError(
+                    f"deserialize_args_kwargs: argument {name!r} is given both positionally and by keyword"
+                )
+        for name in names[len(pos_types) :]:
+            if name in kw_types:
+                one: List[Any] = []
+                pos = _deserialize_into(one, args, [kw_types[name]], clone, pos, f"expected_types[1][{name!r}]")
+                new_kwargs[name] = one[0]
+            else:
+                if pos >= n_flat:
+                    raise ValueError(
+                        f"deserialize_args_kwargs: parameter {name!r} needs its None placeholder at "
+                        f"args[{pos}] but args has only {n_flat} items"
+                    )
+                if args[pos] is not None:
+                    raise ValueError(
+                        f"deserialize_args_kwargs: parameter {name!r} was not passed, args[{pos}] should be "
+                        f"its None placeholder, got a {type(args[pos]).__name__}"
+                    )
+                pos += 1
+        for name, tt in kw_types.items():
+            if name in known:
+                continue
+            one = []
+            pos = _deserialize_into(one, args, [tt], clone, pos, f"expected_types[1][{name!r}]")
+            new_kwargs[name] = one[0]
+    if pos != n_flat and not (not fill_kwargs and pos == len(args) - 1 and _is_empty_marker(args[-1])):
+        raise ValueError(
+            f"deserialize_args_kwargs: expected_types describe {pos} items but args has {n_flat}"
+            + (" (plus the empty **kwargs list)" if fill_kwargs else "")
+        )
+    return tuple(des), new_kwargs
+
+
+def make_copy(obj: Any) -> Any:
+    """A deep copy in which every tensor is cloned and every container keeps its exact type.
+
+    Accepts any value. Returns tensors cloned; ``tuple``, ``list``, ``dict``, ``OrderedDict``,
+    ``defaultdict`` (same factory), ``deque`` (same ``maxlen``), namedtuples, ``torch.return_types``
+    and ``torch.Size`` rebuilt with copied items; numpy arrays copied; transformers ``DynamicCache`` /
+    ``EncoderDecoderCache`` copied layer by layer (same layer kinds and windows); anything else
+    through :func:`copy.deepcopy`.
+    Raises ``TypeError`` naming the type when ``copy.deepcopy`` fails on a value.
+    """
+    if _Tensor is None:
+        _setup()
+    return _copy(obj)
+
+
+def _copy(obj: Any) -> Any:
+    if isinstance(obj, _Tensor):
+        return obj.clone()
+    cls = type(obj)
+    if obj is None or cls in (bool, int, float, str, bytes, complex):
+        return obj
+    if cls is list:
+        return [_copy(x) for x in obj]
+    if cls is tuple:
+        return tuple(_copy(x) for x in obj)
+    if cls is dict:
+        return {k: _copy(v) for k, v in obj.items()}
+    if cls is collections.OrderedDict:
+        return collections.OrderedDict((k, _copy(v)) for k, v in obj.items())
+    if cls is collections.defaultdict:
+        new: Any = collections.defaultdict(obj.default_factory)
+        for k, v in obj.items():
+            new[k] = _copy(v)
+        return new
+    if cls is collections.deque:
+        return collections.deque((_copy(x) for x in obj), maxlen=obj.maxlen)
+    if isinstance(obj, tuple):
+        if hasattr(cls, "_fields"):  # namedtuple and typing.NamedTuple
+            return cls(*(_copy(x) for x in obj))
+        if hasattr(cls, "n_sequence_fields") or cls.__module__ == "torch" and cls.__name__ == "Size":
+            return cls([_copy(x) for x in obj])  # torch.return_types.* (structseq) and torch.Size
+    if _caches.is_cache(obj):
+        cu = _caches.cache_module()
+        if type(obj) in (cu.DynamicCache, cu.EncoderDecoderCache):
+            return _caches.copy_cache(obj, _copy)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(obj, numpy.ndarray):
+        return obj.copy()
+    try:
+        return copy.deepcopy(obj)
+    except Exception as err:  # deepcopy raises whatever the object's hooks raise
+        raise TypeError(
+            f"make_copy: cannot copy a {cls.__module__}.{cls.__qualname__}: copy.deepcopy failed with "
+            f"{type(err).__name__}: {err}"
+        ) from err
+
+
+def choose_kwargs_for_dynamic_shapes(
+    ds_args: Tuple[Dict[int, Any], ...],
+    ds_kwargs: Dict[str, Dict[int, Any]],
+    forward_names: List[str],
+) -> Dict[str, Dict[int, Any]]:
+    """Express dynamic shapes as one keyword dict when a module is called with both kinds of arguments.
+
+    Accepts ``ds_args`` (the dynamic shapes of the positional arguments, in order), ``ds_kwargs``
+    (those of the keyword arguments) and ``forward_names`` (the ``forward`` parameter names in order).
+    Returns a new dict: ``forward_names[i] -> ds_args[i]`` for each positional argument, then the
+    entries of ``ds_kwargs``; the inputs are not modified.
+    Raises ``TypeError`` for inputs of the wrong type or an argument given both ways, ``ValueError``
+    when there are more positional shapes than names (``*args``).
+    """
+    if not isinstance(ds_args, (tuple, list)):
+        raise TypeError(f"choose_kwargs_for_dynamic_shapes: ds_args must be a tuple, got {type(ds_args).__name__}")
+    if not isinstance(ds_kwargs, dict):
+        raise TypeError(
+            f"choose_kwargs_for_dynamic_shapes: ds_kwargs must be a dict, got {type(ds_kwargs).__name__}"
+        )
+    if not isinstance(forward_names, (list, tuple)) or not all(isinstance(n, str) for n in forward_names):
+        raise TypeError("choose_kwargs_for_dynamic_shapes: forward_names must be a list of str")
+    if len(ds_args) > len(forward_names):
+        raise ValueError(
+            f"choose_kwargs_for_dynamic_shapes: {len(ds_args)} positional dynamic shapes but only "
+            f"{len(forward_names)} forward parameter names {list(forward_names)} (*args is not supported)"
+        )
+    merged: Dict[str, Dict[int, Any]] = {}
+    for name, ds in zip(forward_names, ds_args):
+        if name in ds_kwargs:
+            raise TypeError(
+                f"choose_kwargs_for_dynamic_shapes: argument {name!r} has dynamic shapes both "
+                "positionally and by keyword"
+            )
+        merged[name] = ds
+    merged.update(ds_kwargs)
+    return merged
