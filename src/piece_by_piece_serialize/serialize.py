@@ -536,6 +536,8 @@ def deserialize_args_kwargs(
             one = []
             pos = _deserialize_into(one, args, [tt], clone, pos, f"expected_types[1][{name!r}]")
             new_kwargs[name] = one[0]
+        # The flat list holds named parameters first; give the kwargs back in the order they were passed.
+        new_kwargs = {name: new_kwargs[name] for name in kw_types}
     if pos != n_flat and not (not fill_kwargs and pos == len(args) - 1 and _is_empty_marker(args[-1])):
         raise ValueError(
             f"deserialize_args_kwargs: expected_types describe {pos} items but args has {n_flat}"
