@@ -1,0 +1,1050 @@
+"""Lark -> AST for the schema language: the only module of this language that imports lark.
+
+It builds the LALR parser for ``grammars/schema.lark`` once, on first use, with the transformer below embedded
+(no parse tree is built), and turns every lark exception into a :class:`SchemaError` positioned in the text.
+The transformer gives the syntax its meaning exactly as torch's C++ parser does (schema_type_parser.cpp,
+function_schema_parser.cpp): type names, typevars, enum and dtype defaults, number conversion with C
+``strtod``/``stoll`` semantics, string escapes, device strings, Union normalisation, the argument-order and
+vararg checks. Where torch would hit an internal assert, or store a value its printer cannot write back, it
+raises a ``SchemaError`` instead (listed in docs/schema.md).
+
+Invariants: no lark object (Tree, Token, exception) escapes this module; the transformer keeps no per-parse
+state, so the shared parser is safe to reuse and re-enter; work is linear in the input, and type nesting is
+bounded by ``MAX_TYPE_DEPTH`` before anything recursive can see it.
+"""
+
+from __future__ import annotations
+
+import threading
+from fractions import Fraction
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from ._grammar import build_parser
+from ._schema_ast import (
+    MAX_TYPE_DEPTH,
+    AliasInfo,
+    Argument,
+    AwaitType,
+    BaseType,
+    BoolValue,
+    ClassType,
+    ComplexValue,
+    DefaultValue,
+    DeviceValue,
+    DictType,
+    FloatValue,
+    FunctionSchema,
+    FutureType,
+    IntValue,
+    ListType,
+    ListValue,
+    NoneValue,
+    OperatorName,
+    OptionalType,
+    Return,
+    RRefType,
+    StrValue,
+    TupleType,
+    Type,
+    TypeVar,
+    UnionType,
+)
+from .errors import SchemaError
+
+__all__ = ["parse", "ParseResult"]
+
+
+class _Fail(Exception):
+    """A meaning error found by the transformer: converted to SchemaError (with the text) by ``parse``."""
+
+    def __init__(self, msg: str, pos: int, expected: Sequence[str] = ()) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.pos = pos
+        self.expected = tuple(expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tables (torch 2.13: schema_type_parser.cpp type_map, c10::getStringToDtypeMap, parseSingleConstant)
+
+# spelling -> canonical (printed) name
+_BASE_TYPES = {
+    "int": "int",
+    "SymInt": "SymInt",
+    "float": "float",
+    "complex": "complex",
+    "bool": "bool",
+    "str": "str",
+    "Scalar": "Scalar",
+    "ScalarType": "ScalarType",
+    "Layout": "Layout",
+    "MemoryFormat": "MemoryFormat",
+    "Device": "Device",
+    "DeviceIndex": "int",
+    "ConstQuantizerPtr": "int",
+    "Generator": "Generator",
+    "Quantizer": "Quantizer",
+    "Storage": "Storage",
+    "Stream": "Stream",
+    "QScheme": "QScheme",
+    "Capsule": "Capsule",
+    "Any": "Any",
+    "AnyClassType": "AnyClassType",
+    "AnyEnumType": "AnyEnumType",
+    "SymBool": "SymBool",
+    "None": "NoneType",
+    "NoneType": "NoneType",
+}
+
+# The default-value parser is chosen by the "fake" type: ScalarType, Layout and MemoryFormat defaults are ints.
+_SCALAR_KINDS = {
+    "int": "int",
+    "SymInt": "int",
+    "ScalarType": "int",
+    "Layout": "int",
+    "MemoryFormat": "int",
+    "float": "float",
+    "complex": "complex",
+    "bool": "bool",
+    "str": "str",
+    "Scalar": "number",
+    "Device": "device",
+    "Tensor": "tensor",
+    "Generator": "tensor",
+    "Quantizer": "tensor",
+}
+
+# Identifiers accepted as a default for any type, and their codes.
+_ENUM_DEFAULTS = {"float": 6, "complex": 9, "long": 4, "strided": 0, "Mean": 1, "contiguous_format": 0}
+
+# Identifiers accepted as a ScalarType / ScalarType? default (c10::getStringToDtypeMap), and their codes.
+_DTYPES = {
+    "uint8": 0, "int8": 1, "int16": 2, "short": 2, "int32": 3, "int": 3, "int64": 4, "long": 4,
+    "float16": 5, "half": 5, "float32": 6, "float": 6, "float64": 7, "double": 7,
+    "complex32": 8, "chalf": 8, "complex64": 9, "cfloat": 9, "complex128": 10, "cdouble": 10,
+    "bool": 11, "qint8": 12, "quint8": 13, "qint32": 14, "bfloat16": 15, "quint4x2": 16, "quint2x4": 17,
+    "bits1x8": 18, "bits2x4": 19, "bits4x2": 20, "bits8": 21, "bits16": 22,
+    "float8_e5m2": 23, "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26,
+    "uint16": 27, "uint32": 28, "uint64": 29,
+    "uint1": 30, "uint2": 31, "uint3": 32, "uint4": 33, "uint5": 34, "uint6": 35, "uint7": 36,
+    "int1": 37, "int2": 38, "int3": 39, "int4": 40, "int5": 41, "int6": 42, "int7": 43,
+    "float8_e8m0fnu": 44, "float4_e2m1fn_x2": 45,
+}  # fmt: skip
+
+# c10::Device accepts these type names (privateuseone may be renamed at run time; not modelled).
+_DEVICE_TYPES = frozenset(
+    "cpu cuda ipu xpu mkldnn opengl opencl ideep hip ve fpga maia xla lazy vulkan mps meta hpu mtia privateuseone".split()
+)
+
+# Order of members in a normalised Union: torch sorts them by c10::TypeKind, then (for equal kinds) by text.
+_KIND_ORDER = {
+    name: i
+    for i, name in enumerate(
+        "Any AnyEnumType Tensor Storage Tuple List Dict Scalar float complex Future Await RRef int NoneType str "
+        "Generator Quantizer bool Optional TypeVar Device Stream Class Capsule QScheme ScalarType Layout "
+        "MemoryFormat AnyClassType SymInt SymBool Union".split()
+    )
+}
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_MAX_REPEAT = 4096  # int[N] x=v repeats v N times; a larger N would let a short text allocate without bound
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Numbers: C strtod / std::stoll semantics on token text
+
+
+def _stoll(text: str, pos: int) -> int:
+    """std::stoll(text): optional '-', then decimal digits up to the first other character."""
+    i = 1 if text[:1] == "-" else 0
+    j = i
+    while j < len(text) and "0" <= text[j] <= "9":
+        j += 1
+    if j == i:
+        raise _Fail(f"invalid integer '{text}' (torch reads it with std::stoll)", pos)
+    value = int(text[:j])
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise _Fail(f"integer '{text}' out of the 64-bit range", pos)
+    return value
+
+
+def _hex_digit(ch: str) -> int:
+    return "0123456789abcdef".find(ch.lower()) if len(ch) == 1 else -1
+
+
+def _strtod_exact(text: str) -> Tuple[Optional[Fraction], Optional[float]]:
+    """The exact value of the longest prefix of ``text`` that C strtod accepts, as (Fraction, None), or
+    (None, ±inf/0.0) when the exponent alone puts it far outside the double range, or (None, None) when no
+    prefix is a number."""
+    i = 0
+    negative = False
+    if text[:1] == "-":
+        negative, i = True, 1
+    n = len(text)
+    if text[i : i + 2] in ("0x", "0X") and i + 2 < n and (
+        _hex_digit(text[i + 2]) >= 0 or (text[i + 2] == "." and i + 3 < n and _hex_digit(text[i + 3]) >= 0)
+    ):
+        base, j = 16, i + 2
+    else:
+        base, j = 10, i
+    digit = _hex_digit if base == 16 else (lambda c: ord(c) - 48 if "0" <= c <= "9" else -1)
+    mantissa = 0
+    scale = 0  # digits after the point
+    any_digit = False
+    while j < n and digit(text[j]) >= 0:
+        mantissa = mantissa * base + digit(text[j])
+        any_digit, j = True, j + 1
+    if j < n and text[j] == ".":
+        k = j + 1
+        while k < n and digit(text[k]) >= 0:
+            mantissa = mantissa * base + digit(text[k])
+            scale += 1
+            any_digit, k = True, k + 1
+        if any_digit:
+            j = k
+    if not any_digit:
+        return None, None
+    exponent = 0
+    marker = ("p", "P") if base == 16 else ("e", "E")
+    if j < n and text[j] in marker:
+        k = j + 1
+        sign = 1
+        if k < n and text[k] in "+-":
+            sign = -1 if text[k] == "-" else 1
+            k += 1
+        start = k
+        while k < n and "0" <= text[k] <= "9":
+            k += 1
+        if k > start:
+            exponent = sign * int(text[start:k])
+    if mantissa == 0:
+        return Fraction(0), None
+    # Decide gross overflow/underflow before building a huge Fraction (1e999999999 must stay cheap).
+    if base == 16:
+        magnitude = exponent + 4 * (len(str(mantissa)) * 0 + mantissa.bit_length() / 4 - scale)
+        limit_hi, limit_lo = 1100, -1200
+    else:
+        magnitude = exponent + len(str(mantissa)) - scale
+        limit_hi, limit_lo = 330, -360
+    if magnitude > limit_hi:
+        return None, -float("inf") if negative else float("inf")
+    if magnitude < limit_lo:
+        return None, -0.0 if negative else 0.0
+    if base == 16:
+        value = Fraction(mantissa) * Fraction(2) ** (exponent - 4 * scale)
+    else:
+        value = Fraction(mantissa) * Fraction(10) ** (exponent - scale)
+    return (-value if negative else value), None
+
+
+def _stod(text: str, pos: int) -> float:
+    """std::stod(text): the longest strtod prefix; out of range or an inexact subnormal is an error."""
+    exact, gross = _strtod_exact(text)
+    if exact is None:
+        if gross is None:
+            raise _Fail(f"invalid number '{text}' (torch reads it with std::stod)", pos)
+        raise _Fail(f"number '{text}' is out of the double range", pos)
+    if exact == 0:
+        return -0.0 if text[:1] == "-" else 0.0
+    try:
+        value = float(exact)
+    except OverflowError:
+        raise _Fail(f"number '{text}' is out of the double range", pos) from None
+    if value in (float("inf"), -float("inf")):
+        raise _Fail(f"number '{text}' is out of the double range", pos)
+    # glibc strtod reports ERANGE for a result that underflows: tiny (subnormal or zero) and inexact.
+    if abs(value) < 2.2250738585072014e-308 and Fraction(value) != exact:
+        raise _Fail(f"number '{text}' is too small for a double (underflow)", pos)
+    return value
+
+
+def _number_value(minus: Optional[Token], number: Token, kind: str) -> DefaultValue:
+    """parseSingleConstant's number branch: the kind and the characters of the literal pick the value type."""
+    text = ("-" if minus is not None else "") + number.value
+    start = minus.start_pos if minus is not None else number.start_pos
+    span = (start, number.end_pos)
+    if kind == "complex" or "j" in text:
+        # torch drops the last character (the 'j'), whatever it is, and reads the rest as the imaginary part.
+        return ComplexValue(_stod(text[:-1], start), text=text, span=span)
+    if kind == "float" or "." in text or "e" in text:
+        return FloatValue(_stod(text, start), text=text, span=span)
+    return IntValue(_stoll(text, start), text=text, span=span)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# String literals (torch parse_string_literal.h)
+
+_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n", "v": "\v", "t": "\t", "\n": "\n"}
+
+
+def _string_value(token: Token) -> str:
+    raw = token.value
+    quote = 3 if raw[:3] in ("'''", '"""') and len(raw) >= 6 else 1
+    body = raw[quote:-quote]
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    i = 0
+    n = len(body)
+    while i < n:
+        ch = body[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1]  # the lexer guarantees a character after every backslash
+        pos = token.start_pos + quote + i
+        simple = _SIMPLE_ESCAPES.get(nxt)
+        if simple is not None:
+            out += simple.encode()
+            i += 2
+        elif nxt == "x":
+            raise _Fail("unsupported escape '\\x' in string (torch has no hex escapes)", pos)
+        elif nxt in "uU":
+            raise _Fail(f"unsupported escape '\\{nxt}' in string (torch has no unicode escapes)", pos)
+        else:
+            octal = body[i + 1 : i + 4]
+            if len(octal) == 3 and all("0" <= c <= "7" for c in octal) and int(octal, 8) < 256:
+                out.append(int(octal, 8))
+                i += 4
+            else:
+                raise _Fail(
+                    f"ill-formed escape '\\{nxt}' in string (expected \\\\, \\', \\\", \\a, \\b, \\f, \\n, \\t, \\v"
+                    " or three octal digits below \\400)",
+                    pos,
+                )
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _device_value(token: Token) -> DeviceValue:
+    """c10::Device(string): ``type`` or ``type:index`` with a known type and a canonical decimal index."""
+    text = _string_value(token)
+    span = (token.start_pos, token.end_pos)
+    colon = text.find(":")
+    dtype, index_text = (text, None) if colon < 0 else (text[:colon], text[colon + 1 :])
+    if dtype not in _DEVICE_TYPES:
+        raise _Fail(
+            f"invalid device '{text}': expected one of {', '.join(sorted(_DEVICE_TYPES))}, optionally with ':<index>'",
+            token.start_pos,
+        )
+    index = None
+    if index_text is not None:
+        if (
+            not index_text
+            or not all("0" <= c <= "9" for c in index_text)
+            or (len(index_text) > 1 and index_text[0] == "0")
+        ):
+            raise _Fail(f"invalid device '{text}': the index must be a decimal number", token.start_pos)
+        index = int(index_text)
+        # torch stores the index in an int8: larger values wrap and print as text it cannot read back.
+        if index > 127:
+            raise _Fail(f"invalid device '{text}': the index must be at most 127", token.start_pos)
+    return DeviceValue(dtype, index, text=token.value, span=span)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Defaults by type (parseDefaultValue)
+
+# Raw default forms handed from the grammar rules to `argument`: (form, payload, start, end)
+_Raw = Tuple[str, Any, int, int]
+
+
+def _scalar_kind(t: Type) -> Optional[str]:
+    if isinstance(t, BaseType):
+        return _SCALAR_KINDS.get(t.name)
+    return None
+
+
+def _single_constant(raw: _Raw, kind: str, dtype_ok: bool) -> DefaultValue:
+    form, payload, start, end = raw
+    span = (start, end)
+    if form == "number":
+        return _number_value(payload[0], payload[1], kind)
+    if form == "true":
+        return BoolValue(True, text="True", span=span)
+    if form == "false":
+        return BoolValue(False, text="False", span=span)
+    if form == "none":
+        return NoneValue(text="None", span=span)
+    if form == "string":
+        return StrValue(_string_value(payload), text=payload.value, span=span)
+    if form == "ident":
+        name = payload.value
+        code = _ENUM_DEFAULTS.get(name)
+        if code is None and dtype_ok:
+            code = _DTYPES.get(name)
+        if code is None:
+            what = "a dtype name, " if dtype_ok else ""
+            raise _Fail(
+                f"invalid default value '{name}': expected a number, a string, True, False, None, {what}"
+                "or one of float, complex, long, strided, Mean, contiguous_format",
+                start,
+            )
+        return IntValue(code, text=name, span=span)
+    raise _Fail("expected a single value, got a list", start)  # form == "list"
+
+
+def _default_for(t: Type, raw: _Raw) -> DefaultValue:
+    form, payload, start, end = raw
+    if isinstance(t, OptionalType):
+        if form == "list":
+            raise _Fail(f"a default for optional type '{t}' must be a single value or None, got a list", start)
+        dtype_ok = isinstance(t.elem, BaseType) and t.elem.name == "ScalarType"
+        return _single_constant(raw, "", dtype_ok)
+    if isinstance(t, ListType):
+        return _list_default(t, raw)
+    kind = _scalar_kind(t)
+    if kind is None:
+        raise _Fail(f"type '{t.without_aliases()}' cannot have a default value", start)
+    if kind == "tensor":
+        if form != "none":
+            raise _Fail(f"the default of a '{t.without_aliases()}' argument can only be None", start)
+        return NoneValue(text="None", span=(start, end))
+    if kind == "device":
+        if form != "string":
+            raise _Fail("the default of a 'Device' argument must be a string such as \"cpu\"", start)
+        return _device_value(payload)
+    if form == "list":
+        raise _Fail(f"type '{t.without_aliases()}' takes a single default value, got a list", start)
+    return _single_constant(raw, kind, isinstance(t, BaseType) and t.name == "ScalarType")
+
+
+_LIST_ITEM_CLASS = {"int": IntValue, "float": FloatValue, "bool": BoolValue, "complex": ComplexValue}
+
+
+def _list_default(t: ListType, raw: _Raw) -> ListValue:
+    form, payload, start, end = raw
+    kind = _scalar_kind(t.elem)
+    item_class = _LIST_ITEM_CLASS.get(kind or "")
+    if item_class is None:
+        raise _Fail(
+            f"type '{t.without_aliases()}' cannot have a default value (only lists of int, float, bool or "
+            "complex can)",
+            start,
+        )
+    dtype_ok = isinstance(t.elem, BaseType) and t.elem.name == "ScalarType"
+    if form == "list":
+        items = tuple(_single_constant(item, kind or "", dtype_ok) for item in payload)
+    elif t.size is None:
+        raise _Fail(f"expected '[' for the default of '{t.without_aliases()}' (a single value needs a size, "
+                    "as in int[2] x=1)", start)
+    else:
+        if t.size > _MAX_REPEAT:
+            raise _Fail(f"the default repeats a value {t.size} times; at most {_MAX_REPEAT} are supported", start)
+        item = _single_constant(raw, kind or "", dtype_ok)
+        items = (item,) * t.size
+    for item in items:
+        if item.__class__ is not item_class:
+            # torch hits an internal assert (ivalue.h) on such lists; report it as a schema error.
+            raise _Fail(
+                f"list default for '{t.without_aliases()}' has an element '{item.text}' that is not {kind}",
+                item.span[0],
+            )
+    return ListValue(items, text=_raw_text(raw), span=(start, end))
+
+
+def _raw_text(raw: _Raw) -> str:
+    form, payload, start, end = raw
+    if form == "list":
+        return "[" + ", ".join(_raw_text(item) for item in payload) + "]"
+    if form == "number":
+        return ("-" if payload[0] is not None else "") + payload[1].value
+    return payload.value if isinstance(payload, Token) else str(payload)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Types
+
+
+def _check_depth(depth: int, pos: int) -> None:
+    if depth > MAX_TYPE_DEPTH:
+        raise _Fail(f"type nested deeper than {MAX_TYPE_DEPTH} levels", pos)
+
+
+def _kind_name(t: Type) -> str:
+    if isinstance(t, BaseType):
+        return t.name
+    return {
+        TypeVar: "TypeVar", ClassType: "Class", OptionalType: "Optional", ListType: "List", TupleType: "Tuple",
+        DictType: "Dict", UnionType: "Union", FutureType: "Future", AwaitType: "Await", RRefType: "RRef",
+    }[t.__class__]  # fmt: skip
+
+
+# Inside a Union, torch unifies members: SymInt, ScalarType, Layout and MemoryFormat become int, Scalar absorbs
+# int/float/complex, Any absorbs everything but None, and two type variables unify to one.
+_UNION_AS_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
+
+
+def _union(members: List[Type], pos: int) -> Type:
+    flat: List[Type] = []
+    has_none = False
+    stack = list(reversed(members))
+    while stack:
+        m = stack.pop()
+        if isinstance(m, UnionType):
+            stack.extend(reversed(m.members))
+        elif isinstance(m, OptionalType):
+            has_none = True
+            stack.append(m.elem)
+        elif isinstance(m, BaseType) and m.name == "NoneType":
+            has_none = True
+        else:
+            if isinstance(m, BaseType) and m.name in _UNION_AS_INT:
+                m = BaseType("int")
+            if m not in flat:
+                flat.append(m)
+    names = {t.name for t in flat if isinstance(t, BaseType)}
+    if "Any" in names:
+        flat = [BaseType("Any")]
+    elif "Scalar" in names:
+        flat = [t for t in flat if not (isinstance(t, BaseType) and t.name in ("int", "float", "complex"))]
+    typevars = [t for t in flat if isinstance(t, TypeVar)]
+    if len(typevars) > 1:
+        flat = [t for t in flat if not isinstance(t, TypeVar)] + typevars[:1]
+    if has_none and len(flat) == 1:
+        return OptionalType(flat[0])
+    if len(flat) + has_none < 2:
+        # torch: INTERNAL ASSERT in union_type.cpp ("Use the common supertype instead of creating a Union")
+        only = str(flat[0]) if flat else "NoneType"
+        raise _Fail(f"Union needs two or more different types; these all unify to '{only}'", pos)
+    if has_none:
+        flat.append(BaseType("NoneType"))
+    flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
+    return UnionType(tuple(flat))
+
+
+def _fresh_aliases(t: Type) -> bool:
+    while True:
+        alias = t.alias if not isinstance(t, OptionalType) else None
+        if alias is not None and alias.is_fresh:
+            return True
+        if isinstance(t, (OptionalType, ListType)):
+            t = t.elem
+        else:
+            return False
+
+
+def _renumber(t: Type, counter: List[int]) -> Type:
+    """Give each '!' shorthand on the outer chain of ``t`` its own set ``$0``, ``$1``, ... (inner first, as
+    written)."""
+    if isinstance(t, OptionalType):
+        elem = _renumber(t.elem, counter)
+        return t if elem is t.elem else OptionalType(elem)
+    if isinstance(t, ListType):
+        elem = _renumber(t.elem, counter)
+        alias = t.alias
+        if alias is not None and alias.is_fresh:
+            alias = AliasInfo((f"${counter[0]}",), (), True)
+            counter[0] += 1
+        return ListType(elem, t.size, alias, t.size_text, t.size_span)
+    alias = t.alias
+    if alias is not None and alias.is_fresh:
+        new = AliasInfo((f"${counter[0]}",), (), True)
+        counter[0] += 1
+        if isinstance(t, BaseType):
+            return BaseType(t.name, new)
+        if isinstance(t, TypeVar):
+            return TypeVar(t.name, new, t.span)
+        if isinstance(t, DictType):
+            return DictType(t.key, t.value, new)
+        if isinstance(t, UnionType):
+            return UnionType(t.members, new)
+    return t
+
+
+
+_FRESH = AliasInfo(("$",), (), True)  # placeholder for "!", numbered per schema by _renumber
+
+# ---------------------------------------------------------------------------------------------------------------
+# The transformer. Callbacks are named after the grammar's rules and aliases and run inside the LALR parser.
+# Types travel as (type, start, end) triples and alias annotations as (AliasInfo, end) pairs, so that
+# arguments and returns get their source spans without lark's position propagation.
+
+
+def _alias_end(c: Sequence[Any], index: int, default_end: int) -> Tuple[Optional[AliasInfo], int]:
+    if len(c) > index and isinstance(c[index], tuple):
+        return c[index][0], c[index][1]
+    return None, default_end
+
+
+class _ToAst(Transformer):
+    # --- schema ---------------------------------------------------------------------------------------------
+    def start(self, c):
+        return c[0]
+
+    def bare_name(self, c):
+        return ParseResult("name", c[0][0], c[0][1])
+
+    def named_schema(self, c):
+        (name, name_pos), (returns, varret) = c[0], c[-1]
+        return ParseResult("schema", _schema(name, _params_of(c[2]), returns, varret), name_pos)
+
+    def nameless_schema(self, c):
+        returns, varret = c[-1]
+        return ParseResult("nameless", _schema(OperatorName("", ""), _params_of(c[1]), returns, varret), 0)
+
+    def wrapped_schema(self, c):
+        returns, varret = c[-2]
+        return ParseResult("wrapped", _schema(OperatorName("", ""), _params_of(c[2]), returns, varret), 0)
+
+    def operator_name(self, c):
+        names = [t for t in c if t.type not in ("COLON", "DOT")]
+        has_ns = any(t.type == "COLON" for t in c)
+        has_overload = len(c) >= 2 and c[-2].type == "DOT"
+        namespace = names[0].value if has_ns else ""
+        name = names[1 if has_ns else 0].value
+        overload = names[-1].value if has_overload else ""
+        if has_overload:
+            tok = names[-1]
+            if overload == "default":
+                raise _Fail("the overload name 'default' is reserved", tok.start_pos)
+            if overload[:2] == "__":
+                raise _Fail(f"an overload name cannot start with '__' (got '{overload}')", tok.start_pos)
+        return OperatorName(namespace, name, overload), c[0].start_pos
+
+    def name(self, c):
+        return c[0]
+
+    # --- parameters -----------------------------------------------------------------------------------------
+    def params(self, c):
+        arguments: List[Argument] = []
+        kwarg_only = vararg = seen_default = False
+        for item in c:
+            if isinstance(item, Token):  # COMMA
+                continue
+            if vararg:
+                raise _Fail("'...' must be the last parameter", item[1] if item[0] != "arg" else item[4])
+            if item[0] == "*":
+                kwarg_only = True
+                continue
+            if item[0] == "...":
+                vararg = True
+                continue
+            _, type_, name_tok, default, start, end = item
+            if default is not None:
+                seen_default = True
+            elif seen_default and not kwarg_only and not isinstance(type_, ListType):
+                # torch: INTERNAL ASSERT "Non-default positional argument follows default argument"
+                raise _Fail(
+                    f"argument '{name_tok.value}' has no default but follows an argument with one "
+                    "(move it before them, or after '*')",
+                    start,
+                )
+            arguments.append(Argument(name_tok.value, type_, default, kwarg_only, (start, end)))
+        if vararg:
+            for argument in arguments:
+                if argument.default is not None:
+                    raise _Fail("a schema with '...' cannot have default values", argument.default.span[0])
+        return tuple(arguments), vararg
+
+    def kwarg_marker(self, c):
+        return ("*", c[0].start_pos)
+
+    def vararg_marker(self, c):
+        return ("...", c[0].start_pos)
+
+    def argument(self, c):
+        (type_, start, end), name_tok = c[0], c[1]
+        default = None
+        end = name_tok.end_pos
+        if len(c) > 2:
+            raw = c[3]
+            default = _default_for(type_, raw)
+            end = raw[3]
+        return ("arg", type_, name_tok, default, start, end)
+
+    def arg_type(self, c):
+        return c[0]
+
+    def sized_arg_type(self, c):
+        (elem, start, _), number, rsqb = c[0], c[2], c[3]
+        alias, end = _alias_end(c, 4, rsqb.end_pos)
+        optional = isinstance(c[-1], Token) and c[-1].type == "QMARK"
+        if optional:
+            end = c[-1].end_pos
+        size = _stoll(number.value, number.start_pos)
+        # torch keeps N in an int32: larger values wrap around (kept, as torch does) -- unless they wrap to a
+        # negative size, which torch prints as text it cannot read back.
+        size = (size + 2**31) % 2**32 - 2**31
+        if size < 0:
+            raise _Fail(f"list size {number.value} does not fit a 32-bit int", number.start_pos)
+        _check_depth(elem._depth + 1 + optional, start)
+        t: Type = ListType(elem, size, alias, number.value, (number.start_pos, number.end_pos))
+        return (OptionalType(t) if optional else t), start, end
+
+    # --- returns --------------------------------------------------------------------------------------------
+    def varret(self, c):
+        return (), True
+
+    def no_returns(self, c):
+        return (), False
+
+    def return_list(self, c):
+        return c[1]
+
+    def single_return(self, c):
+        return (c[0],), False
+
+    def return_items(self, c):
+        returns: List[Return] = []
+        varret = False
+        for item in c:
+            if isinstance(item, Token):
+                continue
+            if varret:
+                raise _Fail("'...' must be the last return", item.span[0] if isinstance(item, Return) else item[1])
+            if isinstance(item, Return):
+                returns.append(item)
+            else:
+                varret = True
+        return tuple(returns), varret
+
+    def varret_marker(self, c):
+        return ("...", c[0].start_pos)
+
+    def return_(self, c):
+        type_, start, end = c[0]
+        if len(c) > 1:
+            return Return(type_, c[1].value, (start, c[1].end_pos))
+        return Return(type_, None, (start, end))
+
+    bare_return = return_
+
+    def bare_arg_type(self, c):
+        return c[0]
+
+    # --- types ----------------------------------------------------------------------------------------------
+    def type(self, c):
+        return c[0]
+
+    bare_type = type
+
+    def list_type(self, c):
+        elem, start, _ = c[0]
+        alias, end = _alias_end(c, 3, c[2].end_pos)
+        _check_depth(elem._depth + 1, start)
+        return ListType(elem, None, alias), start, end
+
+    def optional_type(self, c):
+        elem, start, _ = c[0]
+        end = c[1].end_pos
+        if isinstance(elem, OptionalType):  # torch: T?? is T?
+            return elem, start, end
+        _check_depth(elem._depth + 1, start)
+        return OptionalType(elem), start, end
+
+    def tuple_type(self, c):
+        start = c[0].start_pos
+        elems = tuple(x[0].without_aliases() for x in c if isinstance(x, tuple))
+        _check_depth(1 + max((e._depth for e in elems), default=0), start)
+        return TupleType(elems), start, c[-1].end_pos
+
+    def tensor_type(self, c):
+        alias, end = _alias_end(c, 1, c[0].end_pos)
+        return BaseType("Tensor", alias), c[0].start_pos, end
+
+    def dict_type(self, c):
+        start = c[0].start_pos
+        key, value = c[2][0].without_aliases(), c[4][0].without_aliases()
+        _check_depth(1 + max(key._depth, value._depth), start)
+        alias, end = _alias_end(c, 6, c[5].end_pos)
+        return DictType(key, value, alias), start, end
+
+    def union_type(self, c):
+        start = c[0].start_pos
+        members = [x[0].without_aliases() for x in c if isinstance(x, tuple) and len(x) == 3]
+        _check_depth(1 + max(m._depth for m in members), start)
+        result = _union(members, start)
+        last = c[-1]
+        alias, end = (last[0], last[1]) if isinstance(last, tuple) and len(last) == 2 else (None, last.end_pos)
+        if alias is not None:
+            if isinstance(result, UnionType):
+                result = UnionType(result.members, alias)
+            else:  # Union(T, None) became T?: the annotation belongs to T and prints before the "?"
+                result = OptionalType(_with_alias(result.elem, alias, start))  # type: ignore[attr-defined]
+        return result, start, end
+
+    def future_type(self, c):
+        return self._single(FutureType, c)
+
+    def await_type(self, c):
+        return self._single(AwaitType, c)
+
+    def rref_type(self, c):
+        return self._single(RRefType, c)
+
+    @staticmethod
+    def _single(cls, c):
+        start = c[0].start_pos
+        elem = c[2][0].without_aliases()
+        _check_depth(elem._depth + 1, start)
+        return cls(elem), start, c[3].end_pos
+
+    def class_type(self, c):
+        torch_tok, classes_tok = c[2], c[4]
+        for tok, word in ((torch_tok, "torch"), (classes_tok, "classes")):
+            if tok.value != word:
+                raise _Fail(
+                    f"expected '{word}' in a custom class type __torch__.torch.classes.<namespace>.<name>, "
+                    f"got '{tok.value}'",
+                    tok.start_pos,
+                )
+        start, end = c[0].start_pos, c[8].end_pos
+        return ClassType(c[6].value, c[8].value, (start, end)), start, end
+
+    def named_type(self, c):
+        parts = c[0]
+        first, last = parts[0], parts[-1]
+        alias, end = _alias_end(c, 1, last.end_pos)
+        text = "".join(p.value for p in parts)
+        canonical = _BASE_TYPES.get(text)
+        if canonical is not None:
+            return BaseType(canonical, alias), first.start_pos, end
+        if first.value[0].islower():
+            return TypeVar(text, alias, (first.start_pos, last.end_pos)), first.start_pos, end
+        raise _Fail(
+            f"unknown type '{text}' (a type variable must start with a lower-case letter)", first.start_pos
+        )
+
+    def base_name(self, c):
+        return c
+
+    # --- alias annotations ----------------------------------------------------------------------------------
+    def alias(self, c):
+        sets = [x for x in c if isinstance(x, list)]
+        before = tuple(sets[0])
+        after = tuple(sets[1]) if len(sets) > 1 else before
+        is_write = any(isinstance(x, Token) and x.type == "BANG" for x in c)
+        return AliasInfo(before, after, is_write), c[-1].end_pos
+
+    def fresh_alias(self, c):
+        return _FRESH, c[0].end_pos
+
+    def alias_set(self, c):
+        names: List[str] = []
+        for tok in c:
+            if tok.type != "BAR" and tok.value not in names:
+                names.append(tok.value)
+        return names
+
+    # --- defaults -------------------------------------------------------------------------------------------
+    def list_default(self, c):
+        items = [x for x in c if isinstance(x, tuple)]
+        return ("list", items, c[0].start_pos, c[-1].end_pos)
+
+    def true_const(self, c):
+        return ("true", c[0], c[0].start_pos, c[0].end_pos)
+
+    def false_const(self, c):
+        return ("false", c[0], c[0].start_pos, c[0].end_pos)
+
+    def none_const(self, c):
+        return ("none", c[0], c[0].start_pos, c[0].end_pos)
+
+    def string_const(self, c):
+        return ("string", c[0], c[0].start_pos, c[0].end_pos)
+
+    def ident_const(self, c):
+        return ("ident", c[0], c[0].start_pos, c[0].end_pos)
+
+    def number_const(self, c):
+        minus = c[0] if len(c) == 2 else None
+        return ("number", (minus, c[-1]), c[0].start_pos, c[-1].end_pos)
+
+
+def _schema(name: OperatorName, params, returns, varret) -> FunctionSchema:
+    arguments, vararg = params
+    if any(_fresh_aliases(a.type) for a in arguments) or any(_fresh_aliases(r.type) for r in returns):
+        counter = [0]
+        arguments = tuple(
+            Argument(a.name, _renumber(a.type, counter), a.default, a.kwarg_only, a.span) for a in arguments
+        )
+        returns = tuple(Return(_renumber(r.type, counter), r.name, r.span) for r in returns)
+    return FunctionSchema(name, arguments, tuple(returns), vararg, varret)
+
+
+def _params_of(child: Any) -> Tuple[Tuple[Argument, ...], bool]:
+    # `params?` is absent for "()": the child in its place is then the RPAR token.
+    return child if isinstance(child, tuple) else ((), False)
+
+
+def _with_alias(t: Type, alias: AliasInfo, pos: int) -> Type:
+    if isinstance(t, BaseType):
+        return BaseType(t.name, alias)
+    if isinstance(t, TypeVar):
+        return TypeVar(t.name, alias, t.span)
+    if isinstance(t, DictType):
+        return DictType(t.key, t.value, alias)
+    if isinstance(t, ListType):
+        return ListType(t.elem, t.size, alias, t.size_text, t.size_span)
+    if isinstance(t, UnionType):
+        return UnionType(t.members, alias)
+    raise _Fail(f"type '{t}' cannot carry an alias annotation", pos)
+
+
+class ParseResult:
+    """What the grammar recognised: ``kind`` is "schema", "name" (a bare operator name), "nameless" or
+    "wrapped"; ``value`` a FunctionSchema or an OperatorName; ``pos`` where the name starts."""
+
+    __slots__ = ("kind", "value", "pos")
+
+    def __init__(self, kind: str, value: Any, pos: int) -> None:
+        self.kind = kind
+        self.value = value
+        self.pos = pos
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Newlines
+
+
+class _Newlines:
+    """Postlexer: torch ignores newlines inside brackets and around the declaration; a newline anywhere else
+    reaches the parser (which has no rule for it) and is reported there."""
+
+    always_accept = ("NEWLINE",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        depth = 0
+        started = False
+        pending = None
+        for tok in stream:
+            kind = tok.type
+            if kind == "NEWLINE":
+                if depth == 0 and started and pending is None:
+                    pending = tok
+                continue
+            if pending is not None:
+                yield pending
+                pending = None
+            started = True
+            if kind == "LPAR" or kind == "LSQB":
+                depth += 1
+            elif (kind == "RPAR" or kind == "RSQB") and depth:
+                depth -= 1
+            yield tok
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parsers (built once, lazily) and error translation
+
+_lock = threading.Lock()
+_parsers: dict = {}
+
+
+def _parser(multiline: bool) -> Lark:
+    parser = _parsers.get(multiline)
+    if parser is None:
+        with _lock:
+            parser = _parsers.get(multiline)
+            if parser is None:
+                options: dict = {"lexer": "contextual", "transformer": _ToAst(), "maybe_placeholders": False}
+                if multiline:
+                    options["postlex"] = _Newlines()
+                parser = build_parser("schema", **options)
+                _parsers[multiline] = parser
+    return parser
+
+
+def parse(text: str) -> ParseResult:
+    """Parse ``text`` with the schema grammar. Raises SchemaError (only) on malformed input."""
+    try:
+        return _parser("\n" in text).parse(text)
+    except _Fail as e:
+        raise SchemaError(e.msg, text, e.pos, e.expected) from None
+    except UnexpectedInput as e:
+        raise _translate(e, text) from None
+
+
+_DESCRIBE = {
+    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "COLON": "':'", "DOT": "'.'",
+    "DOTS": "'...'", "ARROW": "'->'", "EQUAL": "'='", "STAR": "'*'", "QMARK": "'?'", "BANG": "'!'", "BAR": "'|'",
+    "MINUS": "'-'", "NONE": "'None'", "NONETYPE": "'NoneType'", "TRUE": "'True'", "FALSE": "'False'",
+    "NUMBER": "a number", "STRING": "a string", "NEWLINE": "a newline", "$END": "end of input",
+}  # fmt: skip
+_NAME_TERMINALS = frozenset({"IDENT", "TENSOR", "DICT", "UNION", "FUTURE", "AWAIT", "RREF", "TORCH_NS"})
+_ORDER = ["a type", "a name"] + list(_DESCRIBE.values())
+
+
+def _expected_text(expected: Sequence[str]) -> Tuple[str, Tuple[str, ...]]:
+    names = set(expected)
+    shown = set()
+    if {"DICT", "UNION", "FUTURE"} <= names:
+        shown.add("a type")
+        names -= _NAME_TERMINALS | {"NONE", "NONETYPE"}
+    elif names & _NAME_TERMINALS:
+        shown.add("a name")
+        names -= _NAME_TERMINALS
+    shown.update(_DESCRIBE.get(n, n) for n in names)
+    ordered = sorted(shown, key=lambda s: (_ORDER.index(s) if s in _ORDER else len(_ORDER), s))
+    if not ordered:
+        return "nothing", ()
+    if len(ordered) == 1:
+        return ordered[0], tuple(ordered)
+    return ", ".join(ordered[:-1]) + " or " + ordered[-1], tuple(ordered)
+
+
+def _context(e: UnexpectedInput) -> str:
+    stack = None
+    ip = getattr(e, "interactive_parser", None)
+    if ip is not None:
+        stack = ip.parser_state.value_stack
+    elif getattr(e, "state", None) is not None and hasattr(e.state, "value_stack"):
+        stack = e.state.value_stack
+    if not stack:
+        return " at the start" if stack is not None else ""
+    top = stack[-1]
+    if isinstance(top, Token):
+        return f" after '{top.value}'" if top.type != "NEWLINE" else " after a newline"
+    if isinstance(top, tuple) and top and isinstance(top[0], Type):
+        return " after a type"
+    if isinstance(top, tuple) and top and top[0] == "arg":
+        return f" after argument '{top[2].value}'"
+    if isinstance(top, tuple) and top and isinstance(top[0], AliasInfo):
+        return " after an alias annotation"
+    if isinstance(top, tuple) and top and isinstance(top[0], OperatorName):
+        return " after the operator name"
+    if isinstance(top, Return):
+        return " after a return"
+    if isinstance(top, list):
+        return " in an alias set"
+    return ""
+
+
+def _translate(e: UnexpectedInput, text: str) -> SchemaError:
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        if tok.type == "$END":
+            pos, got = len(text), "end of input"
+        else:
+            pos = tok.start_pos
+            got = "a newline" if tok.type == "NEWLINE" else f"'{tok.value}'"
+        wanted, expected = _expected_text(sorted(e.expected))
+        return SchemaError(f"expected {wanted}{_context(e)}, got {got}", text, pos, expected)
+    if isinstance(e, UnexpectedCharacters):
+        pos = e.pos_in_stream
+        allowed = sorted(e.allowed or ())
+        wanted, expected = _expected_text(allowed)
+        ch = text[pos]
+        if ch.isascii() and (ch.isalpha() or ch == "_"):
+            end = pos
+            while end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] == "_"):
+                end += 1
+            word = text[pos:end]
+            got = f"reserved word '{word}'" if "IDENT" in allowed else f"'{word}'"
+        elif ch == "#":
+            got = "a '# type:' comment"
+        elif ch in "'\"":
+            got = "an unterminated string"
+        elif ch == "\\":
+            got = "a '\\' that does not continue the line"
+        elif ch.isprintable() and not ch.isspace():
+            got = f"'{ch}'"
+        else:
+            got = f"character {ch!r}"
+        return SchemaError(f"expected {wanted}{_context(e)}, got {got}", text, pos, expected)
+    return SchemaError(f"malformed schema: {e.__class__.__name__}", text, getattr(e, "pos_in_stream", None) or 0)
