@@ -1,0 +1,469 @@
+"""The TreeSpec-name AST (frozen dataclasses) and its two printers: the canonical name and the pretty tree.
+
+The AST mirrors ``grammars/treespec_name.lark`` one to one: :class:`Name` holds one node; nodes are leaf runs
+and containers; dict keys and node contexts are constants. Nothing here imports lark or torch, and nothing here
+resolves a type: type references are kept as the text of the name (``torch.Size``), so a name can be printed and
+pretty-printed on a machine that does not have the classes it mentions.
+
+Invariants:
+- ``print_name(parse(s)) == s`` for every canonical ``s`` and ``parse(print_name(a)) == a``; the printer is the
+  definition of "canonical". Leaf runs in a child list are maximal (two runs never touch).
+- Every walk is iterative (explicit stacks): a name as deep as its length allows prints without recursion.
+- ``pos`` fields (0-based offset of the item in the parsed name, -1 when built by the encoder) are not part of
+  equality; they place error carets for checks that run after parsing (type resolution, limits).
+- Dataclass equality of deeply nested ASTs recurses in CPython; the library itself compares names as strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+__all__: list[str] = []  # private module
+
+FORMAT_VERSION = 1
+PREFIX = "___v1_"
+
+
+# --------------------------------------------------------------------------------------------- constants
+
+
+@dataclass(frozen=True, slots=True)
+class NoneConst:
+    """``None`` (token ``N``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoolConst:
+    """``True``/``False`` (tokens ``BT``/``BF``)."""
+
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IntConst:
+    """An ``int`` (``I5``, ``Im5`` for -5)."""
+
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class FloatConst:
+    """A ``float``, spelled as its ``repr`` (``F1d5`` for 1.5); ``text`` is that repr."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StrConst:
+    """A ``str``: a plain identifier key, or ``S`` + escaped body."""
+
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnumConst:
+    """An Enum member by path ``module.qualname.member`` (``M`` + body); resolved only when decoding."""
+
+    path: str
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TupleConst:
+    items: tuple[Const, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListConst:
+    items: tuple[Const, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DictConst:
+    items: tuple[tuple[Const, Const], ...]
+
+
+Const = Union[NoneConst, BoolConst, IntConst, FloatConst, StrConst, EnumConst, TupleConst, ListConst, DictConst]
+
+
+# ------------------------------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Leaves:
+    """A run of ``count`` sibling leaves (``X``, ``X3``)."""
+
+    count: int
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TupleNode:
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ListNode:
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DictNode:
+    """``dict``: ``keys[i]`` maps to ``children[i]``, in insertion order."""
+
+    keys: tuple[Const, ...]
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class OrderedDictNode:
+    keys: tuple[Const, ...]
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultDictNode:
+    """``defaultdict``; ``factory`` is a type reference (``list``, ``mod.make``)."""
+
+    factory: str
+    keys: tuple[Const, ...]
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DequeNode:
+    maxlen: int | None
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTupleNode:
+    """A namedtuple or ``typing.NamedTuple`` instance; ``cls`` is a type reference."""
+
+    cls: str
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CustomNode:
+    """Any other registered pytree node; ``context`` is ``None`` when the node's context is ``None``."""
+
+    cls: str
+    context: Const | None
+    children: tuple[Node, ...]
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+Node = Union[
+    Leaves, TupleNode, ListNode, DictNode, OrderedDictNode, DefaultDictNode, DequeNode, NamedTupleNode, CustomNode
+]
+KEYED = (DictNode, OrderedDictNode, DefaultDictNode)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyName:
+    """A name of the original pickle-based scheme: ``___`` + base32 ``body`` (``=`` written ``_``). Never decoded
+    by the safe path; kept so that the refusal is precise and the explicit unsafe opt-in can reuse the parse."""
+
+    body: str
+    pos: int = field(default=-1, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A whole name: the format version (always 1 here) and the root node."""
+
+    root: Node
+
+    def __str__(self) -> str:
+        return print_name(self)
+
+
+# ------------------------------------------------------------------------------------ bodies and plain keys
+
+_LOWER_DIGIT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ") | _LOWER_DIGIT
+_SHORT_ESCAPES = {"_": "Zu", ".": "Zd", "Z": "Zz"}
+UNESCAPE = {"Zu": "_", "Zd": ".", "Zz": "Z"}
+
+
+def is_plain_key(s: str) -> bool:
+    """True when ``s`` is written as itself as a dict key (the PLAIN_KEY terminal of the grammar)."""
+    if not s or s[0] not in _LOWER_DIGIT or s[0].isdigit():
+        return False
+    prev_underscore = False
+    for ch in s:
+        if ch == "_":
+            if prev_underscore:
+                return False
+            prev_underscore = True
+        elif ch in _ALNUM:
+            if prev_underscore and ch not in _LOWER_DIGIT:
+                return False
+            prev_underscore = False
+        else:
+            return False
+    return not prev_underscore
+
+
+def encode_body(s: str) -> str:
+    """Spell ``s`` as a body (see the grammar): the canonical, injective choice of pieces.
+
+    ``_`` is literal only between a character and a following ``[a-z0-9]``; ``.`` is ``__`` only between a
+    character and a following character that is neither ``_`` nor ``.`` (so the next piece starts with an
+    alphanumeric, as the DOT terminal's look-ahead requires); anything else non-alphanumeric is a Z escape.
+    """
+    out = []
+    last = len(s) - 1
+    for i, ch in enumerate(s):
+        if ch in _ALNUM and ch != "Z":
+            out.append(ch)
+        elif ch == "_" and 0 < i < last and s[i + 1] in _LOWER_DIGIT:
+            out.append("_")
+        elif ch == "." and 0 < i < last and s[i + 1] not in "_.":
+            out.append("__")
+        elif ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        else:
+            cp = ord(ch)
+            if cp < 0x100:
+                out.append(f"Zx{cp:02x}")
+            elif cp < 0x10000:
+                out.append(f"Zy{cp:04x}")
+            else:
+                out.append(f"Zw{cp:06x}")
+    return "".join(out)
+
+
+def encode_float(text: str) -> str:
+    """The token for a float whose ``repr`` is ``text`` (``-1.5e-07`` -> ``Fm1d5em07``)."""
+    sign = "m" if text[0] == "-" else ""
+    digits = text[1:] if sign else text
+    return "F" + sign + digits.replace(".", "d").replace("-", "m").replace("+", "p")
+
+
+# -------------------------------------------------------------------------------------- canonical printer
+
+_OPEN = {TupleNode: "T", ListNode: "L", DictNode: "D", OrderedDictNode: "O"}
+
+
+class _Key:
+    """Stack marker: print this constant in dict-key position, where plain identifiers stand for themselves."""
+
+    __slots__ = ("const",)
+
+    def __init__(self, const: Const) -> None:
+        self.const = const
+
+
+def _push_entries(stack: list, keys: tuple[Const, ...], children: tuple[Node, ...]) -> None:
+    stack.append("E")
+    for i in range(len(children) - 1, -1, -1):
+        stack.append(children[i])
+        stack.append(_Key(keys[i]))
+
+
+def iter_tokens(item: Name | Node | Const) -> Iterator[str]:
+    """The tokens of ``item`` in order (joined with ``_`` they spell it), by an explicit stack."""
+    stack: list = [item.root if isinstance(item, Name) else item]
+    while stack:
+        top = stack.pop()
+        key_position = False
+        if type(top) is str:
+            yield top
+            continue
+        if type(top) is _Key:
+            top = top.const
+            key_position = True
+        kind = type(top)
+        if kind is Leaves:
+            yield "X" if top.count == 1 else f"X{top.count}"
+        elif kind is TupleNode or kind is ListNode:
+            yield _OPEN[kind]
+            stack.append("E")
+            stack.extend(reversed(top.children))
+        elif kind is DictNode or kind is OrderedDictNode:
+            yield _OPEN[kind]
+            _push_entries(stack, top.keys, top.children)
+        elif kind is DefaultDictNode:
+            yield "DD"
+            yield encode_body(top.factory)
+            yield "D"
+            _push_entries(stack, top.keys, top.children)
+        elif kind is DequeNode:
+            yield "DQ"
+            if top.maxlen is not None:
+                yield f"I{top.maxlen}"
+            stack.append("E")
+            stack.extend(reversed(top.children))
+        elif kind is NamedTupleNode:
+            yield "NT"
+            yield encode_body(top.cls)
+            stack.append("E")
+            stack.extend(reversed(top.children))
+        elif kind is CustomNode:
+            yield "C"
+            yield encode_body(top.cls)
+            if top.context is not None:
+                yield "K"
+            stack.append("E")
+            stack.extend(reversed(top.children))
+            if top.context is not None:
+                stack.append(top.context)
+        elif kind is StrConst:
+            yield top.value if key_position and is_plain_key(top.value) else "S" + encode_body(top.value)
+        elif kind is IntConst:
+            yield f"Im{-top.value}" if top.value < 0 else f"I{top.value}"
+        elif kind is FloatConst:
+            yield encode_float(top.text)
+        elif kind is NoneConst:
+            yield "N"
+        elif kind is BoolConst:
+            yield "BT" if top.value else "BF"
+        elif kind is EnumConst:
+            yield "M" + encode_body(top.path)
+        elif kind is TupleConst or kind is ListConst:
+            yield "T" if kind is TupleConst else "L"
+            stack.append("E")
+            stack.extend(reversed(top.items))
+        elif kind is DictConst:
+            yield "D"
+            stack.append("E")
+            for k, v in reversed(top.items):
+                stack.append(v)
+                stack.append(k)
+        else:  # pragma: no cover - the AST is closed
+            raise TypeError(f"not a TreeSpec-name AST node: {kind.__name__}")
+
+
+def print_name(name: Name) -> str:
+    """The canonical text of ``name``."""
+    return PREFIX + "_".join(iter_tokens(name))
+
+
+# ------------------------------------------------------------------------------------------ pretty printer
+
+
+def const_repr(const: Const) -> str:
+    """A Python-like rendering of a constant (``'a'``, ``(1, None)``, ``[...]``, ``mod.Color.RED``), iteratively."""
+    # Post-order: each frame is (const, rendered children so far).
+    out: list[str] = []
+    stack: list = [(const, False)]
+    while stack:
+        c, done = stack.pop()
+        kind = type(c)
+        if kind is StrConst:
+            out.append(repr(c.value))
+        elif kind is IntConst:
+            out.append(repr(c.value))
+        elif kind is FloatConst:
+            out.append(c.text)
+        elif kind is NoneConst:
+            out.append("None")
+        elif kind is BoolConst:
+            out.append(repr(c.value))
+        elif kind is EnumConst:
+            out.append(c.path)
+        elif not done:
+            stack.append((c, True))
+            children = [x for kv in c.items for x in kv] if kind is DictConst else list(c.items)
+            stack.extend((x, False) for x in reversed(children))
+        else:
+            n = 2 * len(c.items) if kind is DictConst else len(c.items)
+            parts = out[len(out) - n :] if n else []
+            del out[len(out) - n :]
+            if kind is TupleConst:
+                out.append("(" + parts[0] + ",)" if n == 1 else "(" + ", ".join(parts) + ")")
+            elif kind is ListConst:
+                out.append("[" + ", ".join(parts) + "]")
+            else:
+                out.append("{" + ", ".join(f"{parts[i]}: {parts[i + 1]}" for i in range(0, n, 2)) + "}")
+    return out[0]
+
+
+def _header(node: Node) -> str:
+    kind = type(node)
+    if kind is TupleNode:
+        head = "tuple"
+    elif kind is ListNode:
+        head = "list"
+    elif kind is DictNode:
+        head = "dict"
+    elif kind is OrderedDictNode:
+        head = "OrderedDict"
+    elif kind is DefaultDictNode:
+        head = f"defaultdict({node.factory})"
+    elif kind is DequeNode:
+        head = "deque" if node.maxlen is None else f"deque(maxlen={node.maxlen})"
+    elif kind is NamedTupleNode:
+        head = f"namedtuple {node.cls}"
+    else:
+        head = node.cls if node.context is None else f"{node.cls} context={const_repr(node.context)}"
+    return head if node.children else head + " (empty)"
+
+
+def pretty_lines(name: Name, indent: str = "  ") -> list[str]:
+    """The indented tree view: one line per node, ``*`` for a leaf, ``* xN`` for a run of N leaves."""
+    lines: list[str] = []
+    stack: list = [(name.root, 0, "")]
+    while stack:
+        node, depth, label = stack.pop()
+        pad = indent * depth
+        if type(node) is Leaves:
+            lines.append(f"{pad}{label}*" if node.count == 1 else f"{pad}{label}* x{node.count}")
+            continue
+        lines.append(f"{pad}{label}{_header(node)}")
+        children = node.children
+        if isinstance(node, KEYED):
+            labels = [const_repr(k) + ": " for k in node.keys]
+        else:
+            labels = [""] * len(children)
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], depth + 1, labels[i]))
+    return lines
+
+
+# --------------------------------------------------------------------------------------------- measuring
+
+
+def measure(name: Name, max_nodes: int, max_depth: int) -> tuple[str, int] | None:
+    """Check the size of a parsed name before anything is built from it, iteratively.
+
+    Nodes count every leaf of a run (``X999999999`` is a billion nodes), every container and every constant;
+    depth counts nesting of containers and constants, the root being depth 1 (a leaf adds no level). Returns ``None`` when both are
+    within the limits, else ``(message, pos)`` for the first offending item in name order.
+    """
+    nodes = 0
+    stack: list = [(name.root, 1, 0)]
+    while stack:
+        item, depth, pos = stack.pop()
+        pos = getattr(item, "pos", pos)
+        if depth > max_depth and type(item) is not Leaves:  # leaves end a path, they do not nest
+            return f"name nests deeper than the limit of {max_depth} levels", pos
+        kind = type(item)
+        nodes += item.count if kind is Leaves else 1
+        if nodes > max_nodes:
+            return f"name has more than the limit of {max_nodes} nodes (each leaf of a run counts)", pos
+        depth += 1
+        if kind is Leaves:
+            continue
+        children = getattr(item, "children", None)
+        if children is not None:
+            stack.extend((c, depth, pos) for c in reversed(children))
+            keys = getattr(item, "keys", ())
+            stack.extend((k, depth, pos) for k in reversed(keys))
+            if kind is CustomNode and item.context is not None:
+                stack.append((item.context, depth, pos))
+        elif kind is TupleConst or kind is ListConst:
+            stack.extend((c, depth, pos) for c in reversed(item.items))
+        elif kind is DictConst:
+            stack.extend((c, depth, pos) for kv in reversed(item.items) for c in reversed(kv))
+    return None

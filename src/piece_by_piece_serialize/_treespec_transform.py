@@ -1,0 +1,316 @@
+"""Lark -> AST for TreeSpec names: the only module of this language that imports lark.
+
+The LALR parser for ``grammars/treespec_name.lark`` is built once, with the AST builder below as its inline
+transformer: each rule's callback runs when the parser reduces it, bottom-up, so no lark ``Tree`` is built and
+no step recurses, however deeply the name nests. The callbacks keep no state (one parser serves all threads).
+
+Invariants: lark types never leave this module (tokens are turned into ``str``/``int`` and offsets); every lark
+error and every fault found by a callback becomes ``TreeSpecNameError`` with the position in the name, the
+expected tokens and a caret line. Callbacks check what the grammar cannot say but a single token shows (leaf
+counts, escapes, floats, integer sizes, merged leaf runs); the caller then checks that the name is the
+canonical spelling of its AST (see ``treespec_name``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._grammar import build_parser
+from ._treespec_ast import (
+    UNESCAPE,
+    BoolConst,
+    CustomNode,
+    DefaultDictNode,
+    DequeNode,
+    DictConst,
+    DictNode,
+    EnumConst,
+    FloatConst,
+    IntConst,
+    Leaves,
+    LegacyName,
+    ListConst,
+    ListNode,
+    Name,
+    NamedTupleNode,
+    NoneConst,
+    OrderedDictNode,
+    StrConst,
+    TupleConst,
+    TupleNode,
+)
+from .errors import TreeSpecNameError
+
+__all__: list[str] = []  # private module
+
+# How an expected terminal is shown in an error message.
+_SHOWN = {
+    "_PREFIX": "'___'",
+    "VERSION": "a version tag like 'v1'",
+    "LEGACY": "a legacy base32 name",
+    "_SEP": "'_'",
+    "_END": "'E'",
+    "LEAF": "'X'",
+    "DIGITS": "digits",
+    "TUPLE": "'T'",
+    "LIST": "'L'",
+    "DICT": "'D'",
+    "ODICT": "'O'",
+    "DDICT": "'DD'",
+    "DEQUE": "'DQ'",
+    "NTUPLE": "'NT'",
+    "CUSTOM": "'C'",
+    "CONTEXT": "'K'",
+    "STR": "'S'",
+    "INT": "'I'",
+    "FLOAT": "'F'",
+    "NONE": "'N'",
+    "TRUE": "'BT'",
+    "FALSE": "'BF'",
+    "ENUM": "'M'",
+    "MINUS": "'m'",
+    "FLOAT_DIGITS": "a float spelling",
+    "PLAIN_KEY": "a plain key",
+    "LIT": "a letter or digit",
+    "ESC": "an escape 'Z..'",
+    "USC": "'_'",
+    "DOT": "'__'",
+    "$END": "end of input",
+}
+# Sets of alternatives summarised by one word when all of them are expected.
+_GROUPS = (
+    ("a node", frozenset({"LEAF", "TUPLE", "LIST", "DICT", "ODICT", "DDICT", "DEQUE", "NTUPLE", "CUSTOM"})),
+    ("a key", frozenset({"PLAIN_KEY", "STR", "INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE"})),
+    ("a constant", frozenset({"STR", "INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE", "LIST", "DICT"})),
+)
+_INT_DIGITS = 4300  # CPython's default int/str conversion limit; longer integers are refused, never parsed
+
+
+class _Fault(Exception):
+    """A problem found by a callback: message and offset; turned into TreeSpecNameError by :func:`parse`."""
+
+    def __init__(self, msg: str, pos: int) -> None:
+        super().__init__(msg, pos)
+        self.msg = msg
+        self.pos = pos
+
+
+def _no_touching_runs(children: list[Any]) -> tuple[Any, ...]:
+    previous_is_run = False
+    for child in children:
+        is_run = type(child) is Leaves
+        if is_run and previous_is_run:
+            raise _Fault("adjacent leaf runs must be written as one run 'X<total>'", child.pos)
+        previous_is_run = is_run
+    return tuple(children)
+
+
+def _split_entries(items: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    values = tuple(items[1::2])
+    for value in values:
+        if type(value) is Leaves and value.count != 1:
+            raise _Fault("a dict value is one node: write 'X' for a leaf (runs 'X<k>' are for sequences)",
+                         value.pos)
+    return tuple(items[0::2]), values
+
+
+class _ToAst:
+    """Inline LALR callbacks: one method per grammar rule, children in source order (``_``-terminals dropped)."""
+
+    def start(self, c: list[Any]) -> Name | LegacyName:
+        return c[0]
+
+    def name(self, c: list[Any]) -> Name:
+        version, root = c
+        if str(version) != "v1":
+            raise _Fault(f"unsupported TreeSpec name version '{version}'; this library reads v1", version.start_pos)
+        return Name(root)
+
+    def legacy_name(self, c: list[Any]) -> LegacyName:
+        return LegacyName(str(c[0]), pos=c[0].start_pos)
+
+    def leaves(self, c: list[Any]) -> Leaves:
+        if len(c) == 1:
+            return Leaves(1, pos=c[0].start_pos)
+        digits = str(c[1])
+        if digits[0] == "0" or digits == "1":
+            raise _Fault("a run of leaves is 'X' for one leaf and 'X<k>' for k >= 2, without leading zeros",
+                         c[0].start_pos)
+        if len(digits) > _INT_DIGITS:
+            raise _Fault("leaf count has too many digits", c[1].start_pos)
+        return Leaves(int(digits), pos=c[0].start_pos)
+
+    def tuple(self, c: list[Any]) -> TupleNode:
+        return TupleNode(_no_touching_runs(c[1:]), pos=c[0].start_pos)
+
+    def list(self, c: list[Any]) -> ListNode:
+        return ListNode(_no_touching_runs(c[1:]), pos=c[0].start_pos)
+
+    def dict(self, c: list[Any]) -> DictNode:
+        keys, children = _split_entries(c[1:])
+        return DictNode(keys, children, pos=c[0].start_pos)
+
+    def odict(self, c: list[Any]) -> OrderedDictNode:
+        keys, children = _split_entries(c[1:])
+        return OrderedDictNode(keys, children, pos=c[0].start_pos)
+
+    def ddict(self, c: list[Any]) -> DefaultDictNode:
+        # DD ref D entries...
+        keys, children = _split_entries(c[3:])
+        return DefaultDictNode(c[1][0], keys, children, pos=c[0].start_pos)
+
+    def deque(self, c: list[Any]) -> DequeNode:
+        maxlen = None
+        rest = c[1:]
+        if rest and getattr(rest[0], "type", None) == "INT":
+            maxlen = self._int(rest[1], negative=False)
+            rest = rest[2:]
+        return DequeNode(maxlen, _no_touching_runs(rest), pos=c[0].start_pos)
+
+    def ntuple(self, c: list[Any]) -> NamedTupleNode:
+        return NamedTupleNode(c[1][0], _no_touching_runs(c[2:]), pos=c[0].start_pos)
+
+    def custom(self, c: list[Any]) -> CustomNode:
+        context = None
+        rest = c[2:]
+        if rest and getattr(rest[0], "type", None) == "CONTEXT":
+            context = rest[1]
+            rest = rest[2:]
+        return CustomNode(c[1][0], context, _no_touching_runs(rest), pos=c[0].start_pos)
+
+    # ---- keys and constants
+
+    def plain_key(self, c: list[Any]) -> StrConst:
+        return StrConst(str(c[0]))
+
+    def str_const(self, c: list[Any]) -> StrConst:
+        return StrConst(c[1][0] if len(c) > 1 else "")
+
+    @staticmethod
+    def _int(token: Any, negative: bool) -> int:
+        digits = str(token)
+        if len(digits) > _INT_DIGITS:
+            raise _Fault(f"integer has more than {_INT_DIGITS} digits", token.start_pos)
+        return -int(digits) if negative else int(digits)
+
+    def int_const(self, c: list[Any]) -> IntConst:
+        return IntConst(self._int(c[-1], negative=len(c) == 3))
+
+    def float_const(self, c: list[Any]) -> FloatConst:
+        spelled = str(c[-1])
+        text = ("-" if len(c) == 3 else "") + spelled.replace("d", ".").replace("m", "-").replace("p", "+")
+        if len(text) > 40 or repr(float(text)) != text:
+            raise _Fault("a float is spelled as its repr() (for example F1d5 for 1.5, F1ep20 for 1e+20)",
+                         c[0].start_pos)
+        return FloatConst(text)
+
+    def none_const(self, c: list[Any]) -> NoneConst:
+        return NoneConst()
+
+    def bool_const(self, c: list[Any]) -> BoolConst:
+        return BoolConst(c[0].type == "TRUE")
+
+    def enum_const(self, c: list[Any]) -> EnumConst:
+        return EnumConst(c[1][0], pos=c[1][1])
+
+    def const_tuple(self, c: list[Any]) -> TupleConst:
+        return TupleConst(tuple(c[1:]))
+
+    def const_list(self, c: list[Any]) -> ListConst:
+        return ListConst(tuple(c[1:]))
+
+    def const_dict(self, c: list[Any]) -> DictConst:
+        items = c[1:]
+        return DictConst(tuple(zip(items[0::2], items[1::2])))
+
+    # ---- bodies: (text, offset) pairs
+
+    def ref(self, c: list[Any]) -> tuple[str, int]:
+        return c[0]
+
+    def body(self, c: list[Any]) -> tuple[str, int]:
+        out = []
+        for tok in c:
+            kind = tok.type
+            if kind == "LIT":
+                out.append(str(tok))
+            elif kind == "USC":
+                out.append("_")
+            elif kind == "DOT":
+                out.append(".")
+            else:  # ESC
+                text = str(tok)
+                short = UNESCAPE.get(text)
+                if short is not None:
+                    out.append(short)
+                    continue
+                code = int(text[2:], 16)
+                if code > sys.maxunicode:
+                    raise _Fault(f"escape '{text}' is beyond the last Unicode code point", tok.start_pos)
+                out.append(chr(code))
+        return "".join(out), c[0].start_pos
+
+
+_PARSER: Any = None
+
+
+def _parser() -> Any:
+    global _PARSER
+    if _PARSER is None:
+        options: dict[str, Any] = {}
+        try:  # the Cython LALR engine parses the same grammar about 1.7x faster; optional
+            import lark_cython
+
+            options["_plugins"] = lark_cython.plugins
+        except ImportError:
+            pass
+        _PARSER = build_parser("treespec_name", transformer=_ToAst(), strict=True, **options)
+    return _PARSER
+
+
+def _expected_text(names: Any) -> str:
+    names = set(names)
+    words = []
+    for word, group in _GROUPS:
+        if group <= names:
+            words.append(word)
+            names -= group
+    words.extend(sorted({_SHOWN.get(n, n) for n in names}))
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _shown_char(text: str, pos: int) -> str:
+    if pos >= len(text):
+        return "end of input"
+    return repr(text[pos])
+
+
+def parse(text: str) -> Name | LegacyName:
+    """Parse a whole TreeSpec name into its AST (a legacy name gives ``LegacyName``); raise :class:`TreeSpecNameError` on any malformed input."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+    try:
+        return _parser().parse(text)
+    except _Fault as fault:
+        raise TreeSpecNameError(fault.msg, text, fault.pos) from None
+    except UnexpectedToken as e:
+        at_end = e.token.type == "$END"
+        pos = len(text) if at_end else e.token.start_pos
+        expected = tuple(sorted(e.expected))
+        got = "end of input" if at_end else repr(str(e.token)[:20])
+        msg = f"expected {_expected_text(expected)}, got {got}"
+        raise TreeSpecNameError(msg, text, pos, expected) from None
+    except UnexpectedCharacters as e:
+        pos = e.pos_in_stream
+        expected = tuple(sorted(e.allowed or ()))
+        msg = f"expected {_expected_text(expected)}, got {_shown_char(text, pos)}"
+        raise TreeSpecNameError(msg, text, pos, expected) from None
+    except UnexpectedEOF as e:
+        expected = tuple(sorted(e.expected or ()))
+        msg = f"expected {_expected_text(expected)}, got end of input"
+        raise TreeSpecNameError(msg, text, len(text), expected) from None
+    except UnexpectedInput as e:  # pragma: no cover - the three subclasses above are all lark raises for LALR
+        raise TreeSpecNameError(f"malformed TreeSpec name: {e.__class__.__name__}", text, 0) from None
