@@ -55,7 +55,7 @@ def _describe_dynamic(cache: Any, cu: Any, what: str) -> DynamicCacheInfo:
                 "DynamicSlidingWindowLayer"
             )
         layers.append(CacheLayer(window, bool(layer.is_initialized)))
-    return DynamicCacheInfo(tuple(layers))
+    return DynamicCacheInfo.of_layers(layers)
 
 
 def describe(cache: Any, what: str = "cache") -> DynamicCacheInfo | EncoderDecoderCacheInfo:
@@ -107,7 +107,7 @@ def _new_layer(cu: Any, spec: CacheLayer, keys: Any, values: Any) -> Any:
 
 def _rebuild_dynamic(cu: Any, info: DynamicCacheInfo, tensors: Sequence[Any], pos: int) -> tuple[Any, int]:
     layers = []
-    for spec in info.layers:
+    for spec in info.layers:  # at most MAX_CACHE_LAYERS
         if spec.populated:
             layers.append(_new_layer(cu, spec, tensors[pos], tensors[pos + 1]))
             pos += 2

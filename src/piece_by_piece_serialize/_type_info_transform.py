@@ -119,12 +119,12 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
             return items[0], items[1], meta.start_pos
         return None, items[0], meta.start_pos
 
-    def no_layers(self, _tok: Token) -> tuple[ti.CacheLayer, ...]:
-        return ()
+    def no_layers(self, _tok: Token) -> ti.DynamicCacheInfo:
+        return ti.DynamicCacheInfo(())
 
-    def layers(self, *items: Any) -> tuple[ti.CacheLayer, ...]:
+    def layers(self, *items: Any) -> ti.DynamicCacheInfo:
         total = 0
-        out: list[ti.CacheLayer] = []
+        runs: list[ti.LayerRun] = []
         for item in items:
             if isinstance(item, Token):  # the "_" between groups
                 continue
@@ -132,11 +132,14 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
             n = 1 if count is None else int(count)
             total += n
             _layers_limit(total, start)
-            out.extend([layer] * n)
-        return tuple(out)
+            if runs and runs[-1].layer == layer:  # a non-canonical "D_D" is read as "2D"
+                runs[-1] = ti.LayerRun(runs[-1].count + n, layer)
+            else:
+                runs.append(ti.LayerRun(n, layer))
+        return ti.DynamicCacheInfo(tuple(runs))
 
-    def dynamic_cache(self, _name: Token, _sep: Token, layers: tuple[ti.CacheLayer, ...]) -> ti.TypeInfo:
-        return ti.DynamicCacheInfo(layers)
+    def dynamic_cache(self, _name: Token, _sep: Token, cache: ti.DynamicCacheInfo) -> ti.TypeInfo:
+        return cache
 
     def legacy_cache(self, _name: Token, _sep: Token, count: Token) -> ti.TypeInfo:
         n = int(count)
@@ -147,17 +150,17 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
                 count.start_pos or 0,
             )
         _layers_limit(n // 2, count.start_pos or 0)
-        return ti.DynamicCacheInfo((ti.CacheLayer(None, True),) * (n // 2))
+        return ti.DynamicCacheInfo((ti.LayerRun(n // 2, ti.CacheLayer(None, True)),) if n else ())
 
     def encoder_decoder_cache(
         self,
         _name: Token,
         _sep: Token,
-        self_layers: tuple[ti.CacheLayer, ...],
+        self_cache: ti.DynamicCacheInfo,
         _sep2: Token,
-        cross_layers: tuple[ti.CacheLayer, ...],
+        cross_cache: ti.DynamicCacheInfo,
     ) -> ti.TypeInfo:
-        return ti.EncoderDecoderCacheInfo(ti.DynamicCacheInfo(self_layers), ti.DynamicCacheInfo(cross_layers))
+        return ti.EncoderDecoderCacheInfo(self_cache, cross_cache)
 
     def treespec(self, tok: Token) -> ti.TypeInfo:
         # Imported here: decoding a TreeSpec name needs torch, every other form does not.

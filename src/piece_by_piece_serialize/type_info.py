@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import TreeSpecNameError
 
@@ -28,6 +28,7 @@ __all__ = [
     "CacheLayer",
     "DynamicCacheInfo",
     "EncoderDecoderCacheInfo",
+    "LayerRun",
     "MAX_CACHE_LAYERS",
     "MAX_TYPE_INFO_LENGTH",
     "NoneInfo",
@@ -43,9 +44,9 @@ __all__ = [
 
 #: Longest type-info string accepted (characters); longer input fails fast with TreeSpecNameError.
 MAX_TYPE_INFO_LENGTH = 1_000_000
-#: Most layers a cache spelling may describe: ``DynamicCache__99999999998`` must not allocate a
-#: tuple of fifty billion layers before anything checks it.
-MAX_CACHE_LAYERS = 100_000
+#: Most layers a cache spelling may describe (the largest models have a few hundred): a 20-character
+#: string such as ``DynamicCache_99999999d`` must not make deserialization build millions of layers.
+MAX_CACHE_LAYERS = 4096
 
 _SCALARS = ("bool", "int", "float")
 
@@ -164,34 +165,67 @@ class CacheLayer:
         return letter if self.sliding_window is None else f"{letter}{self.sliding_window}"
 
 
-def _layers_str(layers: tuple[CacheLayer, ...]) -> str:
-    # Run-length encoding of equal neighbours keeps a 32-layer cache short: DynamicCache_32D.
-    if not layers:
+@dataclass(frozen=True, slots=True)
+class LayerRun:
+    """``count`` consecutive layers of the same kind: the unit of a cache spelling (``5W512``)."""
+
+    count: int
+    layer: CacheLayer
+
+
+def _runs_str(runs: tuple[LayerRun, ...]) -> str:
+    if not runs:
         return "0"
-    groups: list[str] = []
-    i = 0
-    while i < len(layers):
-        j = i
-        while j < len(layers) and layers[j] == layers[i]:
-            j += 1
-        count = j - i
-        groups.append(f"{count if count > 1 else ''}{layers[i].code()}")
-        i = j
-    return "_".join(groups)
+    return "_".join(f"{run.count if run.count > 1 else ''}{run.layer.code()}" for run in runs)
 
 
 @dataclass(frozen=True, slots=True)
 class DynamicCacheInfo(TypeInfo):
-    """``DynamicCache_<layers>``: a transformers ``DynamicCache``, tensors as ``k0, v0, k1, v1, ...``."""
+    """``DynamicCache_<layers>``: a transformers ``DynamicCache``, tensors as ``k0, v0, k1, v1, ...``.
 
-    layers: tuple[CacheLayer, ...]
+    The layers are stored run-length encoded (``runs``), in canonical form: every count is at least 1
+    and two neighbouring runs differ in kind. This keeps parsing, printing and counting proportional
+    to the length of the spelling (``DynamicCache_4096D`` is one run), and makes ``==`` the equality
+    of layer sequences. Build one from a layer sequence with :meth:`of_layers`.
+    """
+
+    runs: tuple[LayerRun, ...]
+
+    def __post_init__(self) -> None:
+        total = 0
+        for i, run in enumerate(self.runs):
+            if run.count < 1 or (i and self.runs[i - 1].layer == run.layer):
+                raise ValueError(f"DynamicCacheInfo.runs is not canonical: {self.runs!r}")
+            total += run.count
+        if total > MAX_CACHE_LAYERS:
+            raise ValueError(f"a cache may describe at most MAX_CACHE_LAYERS={MAX_CACHE_LAYERS} layers, got {total}")
+
+    @classmethod
+    def of_layers(cls, layers: Iterable[CacheLayer]) -> DynamicCacheInfo:
+        """The canonical node for a sequence of layers (equal neighbours merged into one run)."""
+        runs: list[LayerRun] = []
+        for layer in layers:
+            if runs and runs[-1].layer == layer:
+                runs[-1] = LayerRun(runs[-1].count + 1, layer)
+            else:
+                runs.append(LayerRun(1, layer))
+        return cls(tuple(runs))
+
+    @property
+    def layers(self) -> tuple[CacheLayer, ...]:
+        """The layers in order, one entry per layer."""
+        return tuple(layer for run in self.runs for layer in (run.layer,) * run.count)
+
+    @property
+    def n_layers(self) -> int:
+        return sum(run.count for run in self.runs)
 
     @property
     def n_items(self) -> int:
-        return sum(layer.n_items for layer in self.layers)
+        return sum(run.count * run.layer.n_items for run in self.runs)
 
     def __str__(self) -> str:
-        return f"DynamicCache_{_layers_str(self.layers)}"
+        return f"DynamicCache_{_runs_str(self.runs)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +241,8 @@ class EncoderDecoderCacheInfo(TypeInfo):
 
     def __str__(self) -> str:
         return (
-            f"EncoderDecoderCache_{_layers_str(self.self_attention.layers)}"
-            f"__{_layers_str(self.cross_attention.layers)}"
+            f"EncoderDecoderCache_{_runs_str(self.self_attention.runs)}"
+            f"__{_runs_str(self.cross_attention.runs)}"
         )
 
 
@@ -263,17 +297,23 @@ def _parse_cached(text: str) -> TypeInfo:
 
 
 def _pretty_layers(cache: DynamicCacheInfo, indent: str) -> list[str]:
+    # One line per run, so that the view stays proportional to the spelling.
     lines = []
-    for i, layer in enumerate(cache.layers):
+    first = 0
+    for run in cache.runs:
+        layer = run.layer
         detail = f"(sliding_window={layer.sliding_window})" if layer.sliding_window is not None else ""
         state = "" if layer.populated else ", no tensors yet"
-        lines.append(f"{indent}layer {i}: {layer.class_name}{detail}{state}")
+        where = f"layer {first}" if run.count == 1 else f"layers {first}-{first + run.count - 1}"
+        lines.append(f"{indent}{where}: {layer.class_name}{detail}{state}")
+        first += run.count
     return lines
 
 
 def _pretty_cache_head(name: str, cache: DynamicCacheInfo) -> str:
-    n = len(cache.layers)
-    return f"{name} ({n} layer{'s' if n != 1 else ''}, {cache.n_items} tensors as k0, v0, k1, v1, ...)"
+    n = cache.n_layers
+    tensors = f"{cache.n_items} tensors as k0, v0, k1, v1, ..." if cache.n_items else "no tensors"
+    return f"{name} ({n} layer{'s' if n != 1 else ''}, {tensors})"
 
 
 def pretty_type_info(text: str) -> str:

@@ -19,6 +19,7 @@ from piece_by_piece_serialize.type_info import (
     CacheLayer,
     DynamicCacheInfo,
     EncoderDecoderCacheInfo,
+    LayerRun,
     NoneInfo,
     ScalarInfo,
     TensorDictInfo,
@@ -97,7 +98,7 @@ def test_error_pickles() -> None:
         ("float", ScalarInfo("float")),
         ("list__3", TensorListInfo(3)),
         ("dict__2_da__dm", TensorDictInfo(("da", "dm"))),
-        ("DynamicCache__4", DynamicCacheInfo((CacheLayer(), CacheLayer()))),
+        ("DynamicCache__4", DynamicCacheInfo.of_layers([CacheLayer(), CacheLayer()])),
     ],
     ids=lambda v: str(v),
 )
@@ -115,8 +116,8 @@ def test_legacy_cache_and_new_spelling_are_one_ast() -> None:
     "info",
     [
         DynamicCacheInfo(()),
-        DynamicCacheInfo((CacheLayer(512), CacheLayer(512), CacheLayer(None), CacheLayer(512, False))),
-        EncoderDecoderCacheInfo(DynamicCacheInfo((CacheLayer(),) * 4), DynamicCacheInfo(())),
+        DynamicCacheInfo.of_layers([CacheLayer(512), CacheLayer(512), CacheLayer(None), CacheLayer(512, False)]),
+        EncoderDecoderCacheInfo(DynamicCacheInfo.of_layers([CacheLayer()] * 4), DynamicCacheInfo(())),
         TensorDictInfo(("input_ids", "attention_mask", "a1")),
         TensorListInfo(0),
     ],
@@ -137,7 +138,22 @@ def test_layer_limit_is_checked_before_allocating() -> None:
     text = f"DynamicCache_{MAX_CACHE_LAYERS}D_D"
     with pytest.raises(TreeSpecNameError, match="at most MAX_CACHE_LAYERS"):
         parse_type_info(text)
-    assert len(parse_type_info(f"DynamicCache_{MAX_CACHE_LAYERS}D").layers) == MAX_CACHE_LAYERS
+    info = parse_type_info(f"DynamicCache_{MAX_CACHE_LAYERS}D")
+    assert isinstance(info, DynamicCacheInfo)
+    assert info.n_layers == len(info.layers) == MAX_CACHE_LAYERS
+    assert info.runs == (LayerRun(MAX_CACHE_LAYERS, CacheLayer()),)
+
+
+def test_cache_ast_is_run_length_canonical() -> None:
+    layers = [CacheLayer(), CacheLayer(), CacheLayer(8), CacheLayer(8), CacheLayer(8, False), CacheLayer()]
+    info = DynamicCacheInfo.of_layers(layers)
+    assert info.layers == tuple(layers)
+    assert [run.count for run in info.runs] == [2, 2, 1, 1]
+    assert parse_type_info("DynamicCache_D_D_W8_1W8_w8_D") == info
+    with pytest.raises(ValueError, match="not canonical"):
+        DynamicCacheInfo((LayerRun(1, CacheLayer()), LayerRun(1, CacheLayer())))
+    with pytest.raises(ValueError, match="not canonical"):
+        DynamicCacheInfo((LayerRun(0, CacheLayer()),))
 
 
 def test_non_string_is_type_error() -> None:
