@@ -942,7 +942,7 @@ def _parser(multiline: bool) -> Lark:
         with _lock:
             parser = _parsers.get(multiline)
             if parser is None:
-                options: dict = {"lexer": "contextual", "transformer": _ToAst(), "maybe_placeholders": False}
+                options: dict = {"lexer": "basic", "transformer": _ToAst(), "maybe_placeholders": False}
                 if multiline:
                     options["postlex"] = _Newlines()
                 parser = build_parser("schema", **options)
@@ -973,7 +973,7 @@ _ORDER = ["a type", "a name"] + list(_DESCRIBE.values())
 def _expected_text(expected: Sequence[str]) -> Tuple[str, Tuple[str, ...]]:
     names = set(expected)
     shown = set()
-    if {"DICT", "UNION", "FUTURE"} <= names:
+    if "NONETYPE" in names:  # only where a type may start
         shown.add("a type")
         names -= _NAME_TERMINALS | {"NONE", "NONETYPE"}
     elif names & _NAME_TERMINALS:
@@ -988,31 +988,41 @@ def _expected_text(expected: Sequence[str]) -> Tuple[str, Tuple[str, ...]]:
     return ", ".join(ordered[:-1]) + " or " + ordered[-1], tuple(ordered)
 
 
-def _context(e: UnexpectedInput) -> str:
-    stack = None
-    ip = getattr(e, "interactive_parser", None)
-    if ip is not None:
-        stack = ip.parser_state.value_stack
-    elif getattr(e, "state", None) is not None and hasattr(e.state, "value_stack"):
-        stack = e.state.value_stack
+def _context(stack: Optional[list]) -> str:
+    """Where the parser stood, from the top of its value stack: " after 'x'", " after a type", ..."""
+    if stack is None:
+        return ""
     if not stack:
-        return " at the start" if stack is not None else ""
+        return " at the start"
     top = stack[-1]
     if isinstance(top, Token):
         return f" after '{top.value}'" if top.type != "NEWLINE" else " after a newline"
-    if isinstance(top, tuple) and top and isinstance(top[0], Type):
-        return " after a type"
-    if isinstance(top, tuple) and top and top[0] == "arg":
-        return f" after argument '{top[2].value}'"
-    if isinstance(top, tuple) and top and isinstance(top[0], AliasInfo):
-        return " after an alias annotation"
-    if isinstance(top, tuple) and top and isinstance(top[0], OperatorName):
-        return " after the operator name"
+    if isinstance(top, tuple) and top:
+        head = top[0]
+        if isinstance(head, Type):
+            return " after a type"
+        if isinstance(head, AliasInfo):
+            return " after an alias annotation"
+        if isinstance(head, OperatorName):
+            return " after the operator name"
+        if head == "arg":
+            return f" after argument '{top[2].value}'"
     if isinstance(top, Return):
         return " after a return"
     if isinstance(top, list):
         return " in an alias set"
     return ""
+
+
+def _state_before(text: str, pos: int) -> Tuple[Sequence[str], Optional[list]]:
+    """The terminals the parser accepts at ``pos`` and its value stack there, by re-parsing ``text[:pos]``
+    (only on the error path of a lexer error, whose exception knows neither)."""
+    try:
+        ip = _parser("\n" in text).parse_interactive(text[:pos])
+        ip.exhaust_lexer()
+        return sorted(ip.accepts()), ip.parser_state.value_stack
+    except (_Fail, UnexpectedInput):  # cannot happen: the prefix was already parsed once; keep the error plain
+        return [], None
 
 
 def _translate(e: UnexpectedInput, text: str) -> SchemaError:
@@ -1023,12 +1033,16 @@ def _translate(e: UnexpectedInput, text: str) -> SchemaError:
         else:
             pos = tok.start_pos
             got = "a newline" if tok.type == "NEWLINE" else f"'{tok.value}'"
-        wanted, expected = _expected_text(sorted(e.expected))
-        return SchemaError(f"expected {wanted}{_context(e)}, got {got}", text, pos, expected)
+        ip = e.interactive_parser
+        # LALR merges states, so e.expected can list tokens that would fail after a reduction; ask the parser
+        # which tokens it would really take (lark's accepts() runs no callbacks).
+        wanted, expected = _expected_text(sorted(ip.accepts() if ip is not None else e.expected))
+        stack = ip.parser_state.value_stack if ip is not None else None
+        return SchemaError(f"expected {wanted}{_context(stack)}, got {got}", text, pos, expected)
     if isinstance(e, UnexpectedCharacters):
         pos = e.pos_in_stream
-        allowed = sorted(e.allowed or ())
-        wanted, expected = _expected_text(allowed)
+        allowed, stack = _state_before(text, pos)
+        wanted, expected = _expected_text(sorted(allowed))
         ch = text[pos]
         if ch.isascii() and (ch.isalpha() or ch == "_"):
             end = pos
@@ -1046,5 +1060,5 @@ def _translate(e: UnexpectedInput, text: str) -> SchemaError:
             got = f"'{ch}'"
         else:
             got = f"character {ch!r}"
-        return SchemaError(f"expected {wanted}{_context(e)}, got {got}", text, pos, expected)
+        return SchemaError(f"expected {wanted}{_context(stack)}, got {got}", text, pos, expected)
     return SchemaError(f"malformed schema: {e.__class__.__name__}", text, getattr(e, "pos_in_stream", None) or 0)
