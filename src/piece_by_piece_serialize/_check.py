@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._progress import Progress
-from ._sources import TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
+from ._sources import NAMELESS, TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
 
 __all__ = ["Finding", "check_command", "format_command", "names_command", "render_text"]
 
@@ -114,14 +114,15 @@ def check_site(site: SchemaSite) -> SiteResult:
     from .errors import SchemaError
     from .schema import parse_schema
 
+    nameless = site.context in NAMELESS
     try:
-        schema = parse_schema(site.text, allow_typevars=True)
+        schema = parse_schema(site.text, allow_typevars=True, allow_nameless=nameless)
     except SchemaError as exc:
         return SiteResult([_finding(site, exc.pos, "error", "syntax", exc.msg)])
     findings: list[Finding] = []
     if site.context in TYPEVARS_OFF:
         try:
-            parse_schema(site.text, allow_typevars=False)
+            parse_schema(site.text, allow_typevars=False, allow_nameless=nameless)
         except SchemaError as exc:
             findings.append(
                 _finding(site, exc.pos, "error", "typevar", f"{exc.msg} ({_context_label(site.context)} parses schemas with type variables off)")
@@ -140,9 +141,16 @@ def _context_label(context: str) -> str:
 
 def is_name_only(site: SchemaSite) -> bool:
     """A C++ ``def("name", fn)`` literal that is only an operator name (torch infers the schema)."""
-    from .schema import is_operator_name
+    from .errors import SchemaError
+    from .schema import parse_operator_name
 
-    return site.context == "cpp" and is_operator_name(site.text)
+    if site.context != "cpp":
+        return False
+    try:
+        parse_operator_name(site.text)
+    except SchemaError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -408,7 +416,7 @@ def format_command(paths: Sequence[str], *, check: bool, quiet: bool) -> int:
             from .schema import parse_schema
 
             try:
-                schema = parse_schema(site.text)
+                schema = parse_schema(site.text, allow_nameless=site.context in NAMELESS)
             except SchemaError as exc:
                 print(render_text(_finding(site, exc.pos, "error", "syntax", exc.msg)), file=sys.stderr)
                 errors += 1
