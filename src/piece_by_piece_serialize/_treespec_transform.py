@@ -175,7 +175,8 @@ class _ToAst:
         context = None
         rest = c[2:]
         if rest and getattr(rest[0], "type", None) == "CONTEXT":
-            context = rest[1]
+            # A None context is written by leaving K out; keeping "K_N" as None makes the canonical check see it.
+            context = None if type(rest[1]) is NoneConst else rest[1]
             rest = rest[2:]
         return CustomNode(c[1][0], context, _no_touching_runs(rest), pos=c[0].start_pos)
 
