@@ -188,5 +188,11 @@ def build_corpus() -> dict[str, Any]:
         "scalars_as_leaves": (1, 2.5, "text", True, None, t(1)),
         "deep_60": nest(60, t(1)),
         "wide_dict_50": {f"feature_{i}": t(1) for i in range(50)},
+        "vision_text_inputs": {"pixel_values": t(1, 3, 8, 8), "input_ids": ids, "attention_mask": mask,
+                               "image_sizes": [torch.Size([8, 8])]},
+        "labels_list": {"pixel_values": t(2, 3, 8, 8), "labels": [t(4), t(4)]},
+        "nested_outputs": ((t(1), t(1)), (t(1), (t(1), t(1)))),
+        "kwargs_with_flags": {"input_ids": ids, "output_attentions": False, "return_dict": True,
+                              "past_key_values": None},
     }
     return cases
