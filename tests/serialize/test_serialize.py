@@ -640,3 +640,51 @@ def test_transformers_is_not_imported_for_plain_values() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split()[0] == "False", out.stdout + out.stderr
+
+
+# hostile input ----------------------------------------------------------------------------------
+
+
+class _Evil:
+    def __reduce__(self) -> Any:
+        return (print, ("PWNED by a legacy name",))
+
+
+def test_legacy_pickle_name_is_refused_without_running_code(capfd: Any) -> None:
+    """The original decoded ``___`` names with pickle.load: a crafted name ran code."""
+    import base64
+    import pickle
+    import zlib
+
+    from piece_by_piece_serialize.errors import TreeSpecNameError
+
+    name = "___" + base64.b32encode(zlib.compress(pickle.dumps((1, _Evil())))).decode().replace("=", "_")
+    with pytest.raises(TreeSpecNameError):
+        deserialize_args([t()], [name])
+    with pytest.raises(TreeSpecNameError):
+        deserialize_args_kwargs([t()], {}, ([name], {}))
+    assert "PWNED" not in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["list__99999999999999", "DynamicCache_4096d", "dict__1_" + "k" * 100_000])
+def test_huge_counts_fail_fast_or_stay_small(text: str) -> None:
+    from piece_by_piece_serialize.type_info import parse_type_info
+
+    info = parse_type_info(text)
+    if info.n_items:
+        with pytest.raises(ValueError, match="needs"):
+            deserialize_args([], [text])
+    else:  # 4096 empty layers: allowed, and bounded by MAX_CACHE_LAYERS
+        (cache,) = deserialize_args([], [text])
+        assert len(cache.layers) == 4096
+
+
+def test_treespec_type_info_carries_the_decoded_spec() -> None:
+    from piece_by_piece_serialize.type_info import TreeSpecInfo, parse_type_info
+
+    value = {"x": [t(), t()], "y": (t(), None)}
+    text = type_as_str_with_info(value)
+    info = parse_type_info(text)
+    assert isinstance(info, TreeSpecInfo) and str(info) == text
+    assert info.n_items == 4
+    assert info.spec == torch.utils._pytree.tree_flatten(value)[1]
