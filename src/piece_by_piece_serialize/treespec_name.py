@@ -192,7 +192,7 @@ _HOW_ENUM = "define the Enum class at module level"
 # ------------------------------------------------------------------------------------- constants <-> values
 
 
-def _to_const(value: Any, what: str) -> Const:
+def _to_const(value: Any, what: str, how: str = "") -> Const:
     """A plain value (None, bool, int, float, str, Enum member, tuple, list, dict of these) as a constant AST."""
     # Post-order over an explicit stack: containers are rebuilt once their items are converted.
     out: list[Const] = []
@@ -240,7 +240,7 @@ def _to_const(value: Any, what: str) -> Const:
         else:
             raise _EncodeError(
                 f"cannot encode {what}: a value of type {_path_of(t)} is not a plain value (None, bool, int, float, "
-                "str, Enum member, or a tuple, list or dict of these)", _path_of(t))
+                f"str, Enum member, or a tuple, list or dict of these){'; ' + how if how else ''}", _path_of(t))
     return out[0]
 
 
@@ -328,7 +328,7 @@ def _custom_context(spec: TreeSpec, node_type: Any, where: str) -> Const | None:
         return None if plain is None else _to_const(plain, f"the context of {where}")
     if context is None:
         return None
-    return _to_const(context, f"the context of {where}; {_HOW_NODE}")
+    return _to_const(context, f"the context of {where}", _HOW_NODE)
 
 
 def _spec_to_ast(spec: TreeSpec) -> Node:
@@ -586,6 +586,7 @@ def tree_spec_from_legacy_name_unsafe(name: str) -> tuple[int, TreeSpec]:
     :func:`tree_spec_from_name`), and whatever the unpickled data raises.
     """
     import base64
+    import warnings
     import zlib
 
     from ._treespec_transform import parse
@@ -596,5 +597,8 @@ def tree_spec_from_legacy_name_unsafe(name: str) -> tuple[int, TreeSpec]:
     import pickle  # legacy opt-in only: the one place this package unpickles, by explicit request
 
     data = zlib.decompress(base64.b32decode(ast.body.replace("_", "=")))
-    n, spec = pickle.loads(data)  # legacy, unsafe by contract (see docstring)
+    with warnings.catch_warnings():
+        # Legacy pickles reference torch's deprecated LeafSpec class: expected here, not worth a warning per name.
+        warnings.simplefilter("ignore", FutureWarning)
+        n, spec = pickle.loads(data)  # legacy, unsafe by contract (see docstring)
     return n, spec
