@@ -125,7 +125,7 @@ def check_site(site: SchemaSite) -> SiteResult:
             parse_schema(site.text, allow_typevars=False, allow_nameless=nameless)
         except SchemaError as exc:
             findings.append(
-                _finding(site, exc.pos, "error", "typevar", f"{exc.msg} ({_context_label(site.context)} parses schemas with type variables off)")
+                _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {_context_label(site.context)} parses schemas with type variables off")
             )
     for lint in lint_schema(schema, site.text, site.context):
         findings.append(_finding(site, lint.offset, lint.severity, lint.code, lint.message))
