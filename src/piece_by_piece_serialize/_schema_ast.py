@@ -277,7 +277,8 @@ class DictType(Type):
 
 @dataclass(frozen=True, slots=True)
 class UnionType(Type):
-    """``Union(A, B, ...)``: at least two members, normalised as torch does (see the transformer)."""
+    """``Union(A, B, ...)``: two or more members (or just ``Scalar``: torch keeps ``Union(Scalar)``), normalised
+    as torch does: nested unions and optionals flattened, duplicates removed, members sorted by kind."""
 
     members: Tuple[Type, ...]
     alias: Optional[AliasInfo] = None  # type: ignore[assignment]
@@ -499,7 +500,19 @@ class ListValue(DefaultValue):
         return "[" + ", ".join(map(str, self.items)) + "]"
 
 
+# Identifiers that parse to these ints for any argument type. An int default of a float or complex argument
+# can only come from one of them, and only the identifier reads back as that int (a digit would read as a double).
+_ENUM_NAMES = {6: "float", 9: "complex", 4: "long", 0: "strided", 1: "Mean"}
+
+
 def _default_text(type_: Type, default: DefaultValue) -> str:
+    if (
+        isinstance(default, IntValue)
+        and isinstance(type_, BaseType)
+        and type_.name in ("float", "complex")
+        and default.value in _ENUM_NAMES
+    ):
+        return _ENUM_NAMES[default.value]
     # torch prints an int[N] list of >= 2 equal elements as one scalar; keep that where it reads back the same
     # (the size matches the length), print the list everywhere else (Note [Printer deviations]).
     if (

@@ -149,6 +149,11 @@ _KIND_ORDER = {
     )
 }
 
+# DictType::create accepts only these key types ("Cannot create dict for key type ...").
+_DICT_KEYS = frozenset(
+    {"int", "SymInt", "float", "complex", "bool", "str", "Tensor", "Device", "Any", "ScalarType", "Layout", "MemoryFormat"}
+)
+
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _MAX_REPEAT = 4096  # int[N] x=v repeats v N times; a larger N would let a short text allocate without bound
@@ -433,6 +438,10 @@ def _list_default(t: ListType, raw: _Raw) -> ListValue:
         raise _Fail(f"expected '[' for the default of '{t.without_aliases()}' (a single value needs a size, "
                     "as in int[2] x=1)", start)
     else:
+        if form == "ident":
+            # torch reads an identifier here as a Tensor default and wants None (parseTensorDefault)
+            raise _Fail(f"expected '[' or a single value for the default of '{t.without_aliases()}', got "
+                        f"identifier '{payload.value}'", start)
         if t.size > _MAX_REPEAT:
             raise _Fail(f"the default repeats a value {t.size} times; at most {_MAX_REPEAT} are supported", start)
         item = _single_constant(raw, kind or "", dtype_ok)
@@ -458,6 +467,26 @@ def _raw_text(raw: _Raw) -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Types
+
+
+# torch builds containers (tuples, Dict, Union, Future, Await, RRef) from the "fake" types of their members:
+# SymInt, ScalarType, Layout and MemoryFormat become int there (Future(SymInt) prints as Future(int)), and the
+# members' alias annotations are dropped.
+_FAKE_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
+
+
+def _member(t: Type) -> Type:
+    if isinstance(t, OptionalType):
+        elem = _member(t.elem)
+        return t if elem is t.elem else OptionalType(elem)
+    if isinstance(t, ListType):
+        elem = _member(t.elem)
+        if elem is t.elem and t.alias is None:
+            return t
+        return ListType(elem, t.size, None, t.size_text, t.size_span)
+    if isinstance(t, BaseType) and t.name in _FAKE_INT:
+        return BaseType("int")
+    return t.without_aliases()
 
 
 def _check_depth(depth: int, pos: int) -> None:
@@ -507,6 +536,8 @@ def _union(members: List[Type], pos: int) -> Type:
         flat = [t for t in flat if not isinstance(t, TypeVar)] + typevars[:1]
     if has_none and len(flat) == 1:
         return OptionalType(flat[0])
+    if not has_none and len(flat) == 1 and flat[0] == BaseType("Scalar"):
+        return UnionType((flat[0],))  # torch keeps Union(Scalar) (it unifies no further)
     if len(flat) + has_none < 2:
         # torch: INTERNAL ASSERT in union_type.cpp ("Use the common supertype instead of creating a Union")
         only = str(flat[0]) if flat else "NoneType"
@@ -734,12 +765,15 @@ class _ToAst(Transformer):
         end = c[1].end_pos
         if isinstance(elem, OptionalType):  # torch: T?? is T?
             return elem, start, end
+        if isinstance(elem, BaseType) and elem.name == "NoneType":
+            # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
+            raise _Fail("'NoneType?' is not a type (None is already optional)", start)
         _check_depth(elem._depth + 1, start)
         return OptionalType(elem), start, end
 
     def tuple_type(self, c):
         start = c[0].start_pos
-        elems = tuple(x[0].without_aliases() for x in c if isinstance(x, tuple))
+        elems = tuple(_member(x[0]) for x in c if isinstance(x, tuple))
         _check_depth(1 + max((e._depth for e in elems), default=0), start)
         return TupleType(elems), start, c[-1].end_pos
 
@@ -749,14 +783,18 @@ class _ToAst(Transformer):
 
     def dict_type(self, c):
         start = c[0].start_pos
-        key, value = c[2][0].without_aliases(), c[4][0].without_aliases()
+        key, value = _member(c[2][0]), _member(c[4][0])
+        if not (isinstance(key, BaseType) and key.name in _DICT_KEYS):
+            raise _Fail(
+                f"a Dict key type must be one of {', '.join(sorted(_DICT_KEYS))}; got '{key}'", c[2][1]
+            )
         _check_depth(1 + max(key._depth, value._depth), start)
         alias, end = _alias_end(c, 6, c[5].end_pos)
         return DictType(key, value, alias), start, end
 
     def union_type(self, c):
         start = c[0].start_pos
-        members = [x[0].without_aliases() for x in c if isinstance(x, tuple) and len(x) == 3]
+        members = [_member(x[0]) for x in c if isinstance(x, tuple) and len(x) == 3]
         _check_depth(1 + max(m._depth for m in members), start)
         result = _union(members, start)
         last = c[-1]
@@ -780,7 +818,7 @@ class _ToAst(Transformer):
     @staticmethod
     def _single(cls, c):
         start = c[0].start_pos
-        elem = c[2][0].without_aliases()
+        elem = _member(c[2][0])
         _check_depth(elem._depth + 1, start)
         return cls(elem), start, c[3].end_pos
 
@@ -825,11 +863,8 @@ class _ToAst(Transformer):
         return _FRESH, c[0].end_pos
 
     def alias_set(self, c):
-        names: List[str] = []
-        for tok in c:
-            if tok.type != "BAR" and tok.value not in names:
-                names.append(tok.value)
-        return names
+        # dict.fromkeys: the names in written order without duplicates, in linear time
+        return list(dict.fromkeys(tok.value for tok in c if tok.type != "BAR"))
 
     # --- defaults -------------------------------------------------------------------------------------------
     def list_default(self, c):
