@@ -125,6 +125,9 @@ class _ToAst:
         version, root = c
         if str(version) != "v1":
             raise _Fault(f"unsupported TreeSpec name version '{version}'; this library reads v1", version.start_pos)
+        if type(root) is Leaves and root.count != 1:
+            raise _Fault("the root is one node: write 'X' for a single leaf (runs 'X<k>' are for sequences)",
+                         root.pos)
         return Name(root)
 
     def legacy_name(self, c: list[Any]) -> LegacyName:
