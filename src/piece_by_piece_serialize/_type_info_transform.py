@@ -40,6 +40,7 @@ _DISPLAY = {
     "COUNT": "a positive integer",
     "KEY": "a dict key",
     "TREESPEC_NAME": "a TreeSpec name",
+    "WITH_CACHES": "'WithCaches'",
     "$END": "end of input",
     "<END-OF-FILE>": "end of input",
 }
@@ -162,12 +163,46 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
     ) -> ti.TypeInfo:
         return ti.EncoderDecoderCacheInfo(self_cache, cross_cache)
 
-    def treespec(self, tok: Token) -> ti.TypeInfo:
-        # Imported here: decoding a TreeSpec name needs torch, every other form does not.
-        from .treespec_name import tree_spec_from_name
+    def cache_leaf(self, index: Token, _sep: Token, cache: ti.TypeInfo) -> tuple[Token, ti.TypeInfo]:
+        return index, cache
 
+    def with_caches(self, _name: Token, *items: Any) -> ti.TypeInfo:
+        *leaves, tok = items
+        tree = _treespec_info(tok)
+        caches: list[ti.CacheLeaf] = []
+        for item in leaves:
+            if isinstance(item, Token):  # the "__" between cache leaves
+                continue
+            index_tok, cache = item
+            index = int(index_tok)
+            if caches and index <= caches[-1].index:
+                raise _SemanticError(
+                    f"cache leaf {index} after leaf {caches[-1].index}: leaf indices must increase",
+                    index_tok.start_pos or 0,
+                )
+            if index >= tree.n_leaves:
+                raise _SemanticError(
+                    f"cache leaf {index} is out of range: the TreeSpec name has {tree.n_leaves} leaves",
+                    index_tok.start_pos or 0,
+                )
+            caches.append(ti.CacheLeaf(index, cache))
+        return ti.TreeWithCachesInfo(tuple(caches), tree)
+
+    def treespec(self, tok: Token) -> ti.TypeInfo:
+        return _treespec_info(tok)
+
+
+def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
+    # Imported here: decoding a TreeSpec name needs torch, every other form does not.
+    from .treespec_name import tree_spec_from_name
+
+    try:
         n_leaves, spec = tree_spec_from_name(str(tok))
-        return ti.TreeSpecInfo(str(tok), n_leaves, spec)
+    except TreeSpecNameError as err:
+        if tok.start_pos:  # inside WithCaches: report the position in the whole type-info string
+            raise _SemanticError(err.msg, tok.start_pos + err.pos) from None
+        raise
+    return ti.TreeSpecInfo(str(tok), n_leaves, spec)
 
 
 _PARSER: Any = None

@@ -26,7 +26,10 @@ items; a ``dict`` of tensors whose keys are plain identifiers (``[A-Za-z0-9]`` r
 ``_``) is its values in sorted-key order (the original module's order, kept for compatibility); a
 transformers ``DynamicCache`` is ``k0, v0, k1, v1, ...`` and an ``EncoderDecoderCache`` its
 self-attention then cross-attention tensors; anything else is ``torch.utils._pytree.tree_flatten``'s
-leaves and is described by a TreeSpec name. ``serialize_args`` concatenates the arguments in order.
+leaves and is described by a TreeSpec name, except that a leaf which is a transformers cache (pytree
+does not flatten them, and nothing is registered) is replaced by the cache's tensors and the string
+becomes ``WithCaches__<leaf>_<cache>...___<name>``. ``serialize_args`` concatenates the arguments in
+order.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _caches
 from .type_info import (
+    CacheLeaf,
     DynamicCacheInfo,
     EncoderDecoderCacheInfo,
     NoneInfo,
@@ -46,6 +50,7 @@ from .type_info import (
     TensorInfo,
     TensorListInfo,
     TreeSpecInfo,
+    TreeWithCachesInfo,
     TypeInfo,
     _parse_cached,
 )
@@ -136,17 +141,30 @@ def _scalar_name(obj: Any) -> str:
     return "float"
 
 
-def _flatten_tree(obj: Any, what: str) -> Tuple[List[Any], Any]:
+def _flatten_tree(obj: Any) -> Tuple[List[Any], Any, List[int]]:
+    """pytree leaves, spec, and the indices of the leaves that are transformers caches."""
     leaves, spec = _tree_flatten(obj)
     cu = _caches.cache_module()
-    if cu is not None:
-        for leaf in leaves:
-            if isinstance(leaf, cu.Cache):
-                raise TypeError(
-                    f"{what}: a transformers {type(leaf).__name__} nested inside a "
-                    f"{type(obj).__name__} is not supported; pass the cache as its own argument"
-                )
-    return leaves, spec
+    caches: List[int] = []
+    if cu is not None:  # a cache can only exist if transformers is already imported
+        cache_type = cu.Cache
+        for i, leaf in enumerate(leaves):
+            if isinstance(leaf, cache_type):
+                caches.append(i)
+    return leaves, spec, caches
+
+
+def _expand_caches(leaves: List[Any], caches: List[int], what: str) -> List[Any]:
+    """The flat items of a pytree whose leaves ``caches`` are caches: each replaced by its tensors."""
+    out: List[Any] = []
+    start = 0
+    for i in caches:
+        out.extend(leaves[start:i])
+        _caches.describe(leaves[i], f"{what}, pytree leaf {i}")
+        out.extend(_caches.flatten(leaves[i]))
+        start = i + 1
+    out.extend(leaves[start:])
+    return out
 
 
 def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, List[Any]]:
@@ -156,9 +174,9 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, Li
     messages precise. Returns the tensor itself for a tensor, ``obj`` itself for ``None`` and a
     ``bool``/``int``/``float``, the list or tuple itself for a list or tuple of tensors, and otherwise a
     list of tensors (and scalars) in the order of Note [flat order]: dict values in sorted-key order,
-    ``[k0, v0, k1, v1, ...]`` for a cache, pytree leaves for anything else.
-    Raises ``TypeError`` naming the argument for an unsupported transformers cache (or one nested in a
-    container).
+    ``[k0, v0, k1, v1, ...]`` for a cache, pytree leaves for anything else (a cache among them
+    replaced by its tensors).
+    Raises ``TypeError`` naming the argument for an unsupported transformers cache, at any depth.
     """
     if _Tensor is None:
         _setup()
@@ -180,7 +198,8 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, Li
     if kind == _K_CACHE:
         _caches.describe(obj, what)
         return _caches.flatten(obj)
-    return _flatten_tree(obj, what)[0]
+    leaves, _, caches = _flatten_tree(obj)
+    return _expand_caches(leaves, caches, what) if caches else leaves
 
 
 def _argument(name: Union[str, int, None], schema: Optional[str] = None) -> str:
@@ -196,7 +215,8 @@ def type_as_str_with_info(obj: Any) -> str:
     Accepts any value :func:`serialize_one` accepts. Returns ``Tensor``, ``None``, ``bool``, ``int``,
     ``float``, ``list__N`` (a list of tensors), ``dict__N_k1__k2`` (a dict of tensors with plain
     identifier keys, sorted), ``DynamicCache_<layers>`` / ``EncoderDecoderCache_<layers>__<layers>``
-    (layer kinds and sliding windows included), or a TreeSpec name (``___...``) for anything else.
+    (layer kinds and sliding windows included), or a TreeSpec name (``___...``) for anything else,
+    prefixed by ``WithCaches__<leaf>_<cache>...`` when some pytree leaves are transformers caches.
     Raises ``TypeError`` for an unsupported transformers cache and
     :class:`~piece_by_piece_serialize.errors.TreeSpecNameError` for a structure that has no TreeSpec name.
     """
@@ -217,8 +237,13 @@ def type_as_str_with_info(obj: Any) -> str:
         return str(_caches.describe(obj, "value"))
     from .treespec_name import tree_spec_as_name
 
-    leaves, spec = _flatten_tree(obj, "value")
-    return tree_spec_as_name(spec, len(leaves))
+    leaves, spec, caches = _flatten_tree(obj)
+    name = tree_spec_as_name(spec, len(leaves))
+    if not caches:
+        return name
+    tree = TreeSpecInfo(name, len(leaves), spec)
+    described = tuple(CacheLeaf(i, _caches.describe(leaves[i], f"value, pytree leaf {i}")) for i in caches)
+    return str(TreeWithCachesInfo(described, tree))
 
 
 def _extend(out: List[Any], r: Any) -> None:
@@ -371,6 +396,9 @@ def _deserialize_into(
             items, pos = _take(res, pos, info.n_leaves, f"{label}[{i}]", info)
             leaves = [_clone_leaf(x) for x in items] if clone else list(items)
             des.append(_tree_unflatten(leaves, info.spec))
+        elif cls is TreeWithCachesInfo:
+            items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
+            des.append(_tree_with_caches(info, items, clone, f"{label}[{i}]"))
         elif cls is TensorListInfo:
             items, pos = _take(res, pos, info.size, f"{label}[{i}]", info)
             _check_tensors(items, f"{label}[{i}]", info)
@@ -386,6 +414,25 @@ def _deserialize_into(
         else:  # pragma: no cover - every node of type_info.py is handled above
             raise TypeError(f"{label}[{i}]: unhandled type-info node {cls.__name__}")
     return pos
+
+
+def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: bool, where: str) -> Any:
+    leaves: List[Any] = []
+    pos = 0
+    start = 0
+    for leaf in info.caches:
+        n = leaf.index - start
+        plain = items[pos : pos + n]
+        leaves.extend([_clone_leaf(x) for x in plain] if clone else plain)
+        pos += n
+        tensors = items[pos : pos + leaf.cache.n_items]
+        _check_tensors(tensors, where, leaf.cache)
+        leaves.append(_caches.rebuild(leaf.cache, [t.clone() for t in tensors] if clone else tensors))
+        pos += leaf.cache.n_items
+        start = leaf.index + 1
+    rest = items[pos:]
+    leaves.extend([_clone_leaf(x) for x in rest] if clone else rest)
+    return _tree_unflatten(leaves, info.tree.spec)
 
 
 def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:

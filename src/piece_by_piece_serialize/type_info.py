@@ -26,6 +26,7 @@ from .errors import TreeSpecNameError
 
 __all__ = [
     "CacheLayer",
+    "CacheLeaf",
     "DynamicCacheInfo",
     "EncoderDecoderCacheInfo",
     "LayerRun",
@@ -37,6 +38,7 @@ __all__ = [
     "TensorInfo",
     "TensorListInfo",
     "TreeSpecInfo",
+    "TreeWithCachesInfo",
     "TypeInfo",
     "parse_type_info",
     "pretty_type_info",
@@ -266,6 +268,46 @@ class TreeSpecInfo(TypeInfo):
         return self.name
 
 
+@dataclass(frozen=True, slots=True)
+class CacheLeaf:
+    """Leaf ``index`` of a pytree is a transformers cache described by ``cache``."""
+
+    index: int
+    cache: DynamicCacheInfo | EncoderDecoderCacheInfo
+
+    def __str__(self) -> str:
+        return f"{self.index}_{self.cache}"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWithCachesInfo(TypeInfo):
+    """``WithCaches__<i>_<cache>...___...``: a pytree some of whose leaves are transformers caches.
+
+    torch's pytree does not flatten the caches of transformers 5.x (they are not registered, and this
+    library registers nothing), so ``tree`` has them as leaves; each such leaf, listed in ``caches`` by
+    increasing index, stands in the flat list for its cache's tensors (``k0, v0, k1, v1, ...``).
+    """
+
+    caches: tuple[CacheLeaf, ...]
+    tree: TreeSpecInfo
+
+    def __post_init__(self) -> None:
+        previous = -1
+        for leaf in self.caches:
+            if leaf.index <= previous or (self.tree.spec is not None and leaf.index >= self.tree.n_leaves):
+                raise ValueError(f"TreeWithCachesInfo: cache leaf indices must increase within the tree, got {self.caches!r}")
+            previous = leaf.index
+        if not self.caches:
+            raise ValueError("TreeWithCachesInfo needs at least one cache leaf")
+
+    @property
+    def n_items(self) -> int:
+        return self.tree.n_leaves - len(self.caches) + sum(leaf.cache.n_items for leaf in self.caches)
+
+    def __str__(self) -> str:
+        return "WithCaches" + "".join(f"__{leaf}" for leaf in self.caches) + self.tree.name
+
+
 def parse_type_info(text: str) -> TypeInfo:
     """Parse one type-info string.
 
@@ -316,6 +358,17 @@ def _pretty_cache_head(name: str, cache: DynamicCacheInfo) -> str:
     return f"{name} ({n} layer{'s' if n != 1 else ''}, {tensors})"
 
 
+def _pretty_cache(info: DynamicCacheInfo | EncoderDecoderCacheInfo, label: str = "") -> list[str]:
+    if isinstance(info, DynamicCacheInfo):
+        return [label + _pretty_cache_head("DynamicCache", info), *_pretty_layers(info, "  ")]
+    lines = [f"{label}EncoderDecoderCache ({info.n_items} tensors: self-attention, then cross-attention)"]
+    lines.append("  " + _pretty_cache_head("self_attention_cache: DynamicCache", info.self_attention))
+    lines.extend(_pretty_layers(info.self_attention, "    "))
+    lines.append("  " + _pretty_cache_head("cross_attention_cache: DynamicCache", info.cross_attention))
+    lines.extend(_pretty_layers(info.cross_attention, "    "))
+    return lines
+
+
 def pretty_type_info(text: str) -> str:
     """Show a type-info string as an indented tree, one line per part.
 
@@ -328,6 +381,16 @@ def pretty_type_info(text: str) -> str:
         from .treespec_name import pretty_name
 
         return pretty_name(info.name)
+    if isinstance(info, TreeWithCachesInfo):
+        from .treespec_name import pretty_name
+
+        n = len(info.caches)
+        lines = [f"pytree with {n} transformers cache{'s' if n != 1 else ''} among its leaves ({info.n_items} items)"]
+        for leaf in info.caches:
+            lines.extend("  " + line for line in _pretty_cache(leaf.cache, f"leaf {leaf.index}: "))
+        lines.append("  structure (each cache is one leaf *):")
+        lines.extend("    " + line for line in pretty_name(info.tree.name).split("\n"))
+        return "\n".join(lines)
     if isinstance(info, TensorInfo):
         return "Tensor"
     if isinstance(info, NoneInfo):
@@ -340,13 +403,6 @@ def pretty_type_info(text: str) -> str:
         lines = [f"dict ({len(info.keys)} tensor{'s' if len(info.keys) != 1 else ''}, in this key order)"]
         lines.extend(f"  {key!r}: Tensor" for key in info.keys)
         return "\n".join(lines)
-    if isinstance(info, DynamicCacheInfo):
-        return "\n".join([_pretty_cache_head("DynamicCache", info), *_pretty_layers(info, "  ")])
-    if isinstance(info, EncoderDecoderCacheInfo):
-        lines = [f"EncoderDecoderCache ({info.n_items} tensors: self-attention, then cross-attention)"]
-        lines.append("  " + _pretty_cache_head("self_attention_cache: DynamicCache", info.self_attention))
-        lines.extend(_pretty_layers(info.self_attention, "    "))
-        lines.append("  " + _pretty_cache_head("cross_attention_cache: DynamicCache", info.cross_attention))
-        lines.extend(_pretty_layers(info.cross_attention, "    "))
-        return "\n".join(lines)
+    if isinstance(info, (DynamicCacheInfo, EncoderDecoderCacheInfo)):
+        return "\n".join(_pretty_cache(info))
     raise AssertionError(f"unhandled type-info node {type(info).__name__}")  # pragma: no cover

@@ -2,7 +2,7 @@
 
 For hypothesis-generated arguments (nested structures of tensors of several dtypes and shapes, ``None``,
 scalars, every container kind, namedtuples; transformers caches with full, sliding-window and empty
-layers), ``deserialize_args(serialize_args(args, None, ...), [type_as_str_with_info(a) for a in args])``
+layers, at the top level and nested inside containers), ``deserialize_args(serialize_args(args, None, ...), [type_as_str_with_info(a) for a in args])``
 rebuilds every argument: same types, tensor values, dtypes and shapes, and with ``clone=False`` the very
 same tensor objects. With ``clone=True`` the values are equal and no tensor object is shared.
 """
@@ -15,10 +15,11 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 from _pbp_compare import assert_same
-from hypothesis import given, note
+from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 from piece_by_piece_serialize.serialize import deserialize_args, serialize_args, type_as_str_with_info
+from piece_by_piece_serialize.type_info import parse_type_info
 
 transformers = pytest.importorskip("transformers")
 from transformers.cache_utils import (  # noqa: E402
@@ -109,10 +110,14 @@ caches = st.one_of(
     dynamic_caches(),
     st.builds(EncoderDecoderCache, dynamic_caches(), dynamic_caches()),
 )
-arguments = st.lists(st.one_of(nested, nested, nested, caches), min_size=1, max_size=3).map(tuple)
+# caches also appear as pytree leaves (inside lists, dicts, namedtuples, ...): WithCaches strings
+nested_with_caches = st.recursive(st.one_of(leaves, caches), _containers, max_leaves=8)
+arguments = st.lists(
+    st.one_of(leaves, nested, nested, caches, nested_with_caches, nested_with_caches), min_size=1, max_size=3
+).map(tuple)
 
 
-def _tensor_ids(value: Any, out: set[int]) -> None:
+def _tensor_ids(value: Any, out: set[int]) -> None:  # noqa: C901 - one branch per container kind
     if isinstance(value, torch.Tensor):
         out.add(id(value))
     elif isinstance(value, (DynamicCache, EncoderDecoderCache)):
@@ -135,6 +140,8 @@ def _tensor_ids(value: Any, out: set[int]) -> None:
 def test_round_trip_same_objects(args: tuple[Any, ...]) -> None:
     types = [type_as_str_with_info(a) for a in args]
     note(f"types={types}")
+    for text in types:  # shown by --hypothesis-show-statistics: which forms were exercised
+        event(type(parse_type_info(text)).__name__)
     flat = serialize_args(args, None, schema=None)
     assert type(flat) is tuple
     assert len(flat) == sum(_n_items(t) for t in types)
@@ -159,8 +166,6 @@ def test_round_trip_clone(args: tuple[Any, ...]) -> None:
 
 @given(arguments)
 def test_type_strings_are_canonical_identifiers(args: tuple[Any, ...]) -> None:
-    from piece_by_piece_serialize.type_info import parse_type_info
-
     for a in args:
         text = type_as_str_with_info(a)
         assert text.isascii() and text.replace("_", "x").isalnum(), text
@@ -168,6 +173,4 @@ def test_type_strings_are_canonical_identifiers(args: tuple[Any, ...]) -> None:
 
 
 def _n_items(text: str) -> int:
-    from piece_by_piece_serialize.type_info import parse_type_info
-
     return parse_type_info(text).n_items

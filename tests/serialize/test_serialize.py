@@ -170,9 +170,14 @@ def test_remaining_kwargs_none_is_appended_once() -> None:
 
 
 def test_remaining_kwargs_errors_name_their_own_argument() -> None:
+    from transformers.cache_utils import DynamicCache
+
+    class MyCache(DynamicCache):
+        pass
+
     x = t()
-    bad = {"inner": _cache(1)}  # a cache nested in a container is refused, naming the argument
-    with pytest.raises(TypeError, match="argument 'extra'"):
+    bad = {"inner": MyCache()}  # an unsupported cache is refused, naming the argument
+    with pytest.raises(TypeError, match="argument 'extra'.*MyCache is not supported"):
         serialize_args((x,), {"y": x, "extra": bad}, schema=None, args_names=["x", "y"])
 
 
@@ -622,9 +627,44 @@ def test_unsupported_cache_class_is_refused_by_name() -> None:
         type_as_str_with_info(MyCache())
 
 
-def test_nested_cache_is_refused() -> None:
-    with pytest.raises(TypeError, match="nested inside a dict is not supported"):
-        type_as_str_with_info({"past": _cache(1)})
+def test_caches_nested_in_pytrees() -> None:
+    """pytree leaves that are caches are replaced by their tensors; no pytree registration."""
+    cache, encdec = _hybrid_cache(), _encdec()
+    value = {"input_ids": t(), "past": [cache, t()], "enc": (None, encdec)}
+    text = type_as_str_with_info(value)
+    leaves = torch.utils._pytree.tree_flatten(value)[0]
+    assert [i for i, leaf in enumerate(leaves) if leaf is cache or leaf is encdec] == [1, 4]
+    assert text[:42] == "WithCaches__1_DynamicCache_D_W4_D_d__4_Enc"
+    flat = serialize_one(value, "v", None)
+    assert len(flat) == 1 + 6 + 1 + 1 + 6
+    (back,) = deserialize_args(list(flat), [text])
+    assert assert_same(value, back, same_objects=True) == 14
+    (cloned,) = deserialize_args(list(flat), [text], clone=True)
+    assert assert_same(value, cloned) == 14
+    assert cloned["past"][0].layers[0].keys is not cache.layers[0].keys
+
+
+def test_model_output_with_a_cache() -> None:
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    out = CausalLMOutputWithPast(logits=t(1, 3, 5), cache=_cache(2))
+    text = type_as_str_with_info(out)
+    assert text[:31] == "WithCaches__1_DynamicCache_2D__"
+    (back,) = deserialize_args(list(serialize_one(out, "out", None)), [text])
+    assert type(back) is CausalLMOutputWithPast
+    assert back.logits is out.logits
+    assert assert_same(out.cache, back.cache, same_objects=True) == 4
+
+
+def test_unsupported_nested_cache_is_refused_by_name() -> None:
+    from transformers.cache_utils import DynamicCache, StaticLayer
+
+    cache = DynamicCache()
+    cache.layers = [StaticLayer(max_cache_len=8)]
+    with pytest.raises(TypeError, match="pytree leaf 1.*layer 0 is a StaticLayer"):
+        type_as_str_with_info([t(), cache])
+    with pytest.raises(TypeError, match="argument 'v', pytree leaf 1.*StaticLayer"):
+        serialize_one([t(), cache], "v", None)
 
 
 def test_transformers_is_not_imported_for_plain_values() -> None:
