@@ -70,6 +70,7 @@ __all__ = [
 
 # torch objects, bound on first use (see _setup) so that importing this module stays cheap.
 _Tensor: Any = None
+_Size: Any = None
 _tree_flatten: Any = None
 _tree_unflatten: Any = None
 
@@ -80,13 +81,14 @@ _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 
 def _setup() -> None:
-    global _Tensor, _tree_flatten, _tree_unflatten
+    global _Tensor, _Size, _tree_flatten, _tree_unflatten
     import torch
     from torch.utils import _pytree
 
     _tree_flatten = _pytree.tree_flatten
     _tree_unflatten = _pytree.tree_unflatten
-    _Tensor = torch.Tensor
+    _Size = torch.Size
+    _Tensor = torch.Tensor  # set last: the other functions test it to know whether setup ran
 
 
 def __getattr__(name: str) -> Any:
@@ -632,7 +634,7 @@ def _copy(obj: Any) -> Any:
     if isinstance(obj, tuple):
         if hasattr(cls, "_fields"):  # namedtuple and typing.NamedTuple
             return cls(*(_copy(x) for x in obj))
-        if hasattr(cls, "n_sequence_fields") or cls.__module__ == "torch" and cls.__name__ == "Size":
+        if hasattr(cls, "n_sequence_fields") or cls is _Size:
             return cls([_copy(x) for x in obj])  # torch.return_types.* (structseq) and torch.Size
     if _caches.is_cache(obj):
         cu = _caches.cache_module()
