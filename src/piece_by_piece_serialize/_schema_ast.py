@@ -579,8 +579,16 @@ class Argument:
 
     @property
     def is_out(self) -> bool:
-        """torch's ``Argument::is_out``: keyword-only and annotated."""
-        return self.kwarg_only and self.alias_info is not None
+        """torch's ``Argument::is_out``: keyword-only and annotated (``Tensor(a!)[]`` counts: torch gives the
+        list an annotation of its own when its elements have one)."""
+        if not self.kwarg_only:
+            return False
+        t = self.type
+        if t.alias is not None:
+            return True
+        while isinstance(t, OptionalType):
+            t = t.elem
+        return isinstance(t, ListType) and t.elem.alias is not None
 
     def __str__(self) -> str:
         text = f"{self.type} {self.name}"

@@ -1,0 +1,217 @@
+"""torch is the oracle: every schema torch registers, the reference document's accept/reject vectors, and the
+values torch reads from default literals.
+
+Counts are asserted over the whole set (never sampled); a failure message lists what disagreed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from piece_by_piece_serialize import extract_names_from_schema
+from piece_by_piece_serialize.errors import SchemaError
+from piece_by_piece_serialize.schema import ListType, ListValue, OptionalType, parse_schema
+
+TORCH_SCHEMAS = torch._C._jit_get_all_schemas()
+REGISTERED = 4374  # torch 2.13.0+cpu
+
+
+def test_registered_schema_count():
+    assert len(TORCH_SCHEMAS) == REGISTERED
+
+
+def test_every_registered_schema_parses_names_and_prints_like_torch():
+    parsed = names = printed = refixed = 0
+    failures = []
+    for theirs in TORCH_SCHEMAS:
+        text = str(theirs)
+        try:
+            ours = parse_schema(text)
+        except SchemaError as e:
+            failures.append(f"parse: {text}\n  {e.msg}")
+            continue
+        parsed += 1
+        if list(ours.argument_names) == [a.name for a in theirs.arguments]:
+            names += 1
+        else:
+            failures.append(f"names: {text}")
+        if str(ours) == text:
+            printed += 1
+        else:
+            failures.append(f"print: {text}\n  ours: {ours}")
+        if parse_schema(str(ours)) == ours:
+            refixed += 1
+    assert (parsed, names, printed, refixed) == (REGISTERED,) * 4, "\n".join(failures[:30])
+
+
+def test_extract_names_on_every_registered_schema():
+    ok = sum(extract_names_from_schema(str(s)) == [a.name for a in s.arguments] for s in TORCH_SCHEMAS)
+    assert ok == REGISTERED
+
+
+def _size(t):
+    while isinstance(t, OptionalType):
+        t = t.elem
+    return t.size if isinstance(t, ListType) else None
+
+
+def test_structure_matches_torch_on_every_registered_schema():
+    # Beyond the text: kwarg-only flags, defaults present, write/out flags, fixed sizes, return names, overload.
+    same = 0
+    failures = []
+    for theirs in TORCH_SCHEMAS:
+        ours = parse_schema(str(theirs))
+        got = (
+            [(a.name, a.kwarg_only, a.default is not None, a.is_write, a.is_out, _size(a.type))
+             for a in ours.arguments],
+            [r.name for r in ours.returns],
+            any(a.is_write for a in ours.arguments),
+            ours.name.overload,
+        )
+        want = (
+            [(a.name, a.kwarg_only, a.has_default_value(), a.is_write, a.is_out, a.N) for a in theirs.arguments],
+            [r.name or None for r in theirs.returns],
+            theirs.is_mutable,
+            theirs.overload_name,
+        )  # fmt: skip
+        if got == want:
+            same += 1
+        else:
+            failures.append(f"{theirs}\n  ours {got}\n  torch {want}")
+    assert same == REGISTERED, "\n".join(failures[:20])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reference vectors (shared/reference/schema-language.md, section 10)
+
+ACCEPT = [
+    "ns::f.ov(Tensor(a!) self, *, Scalar alpha=1) -> Tensor(a!)",
+    "f(Tensor!? k, int!? n) -> ()",
+    "f(Tensor[](b!) h) -> ()",
+    "f(Tensor(a)[](b!) x) -> ()",
+    "f((int, int)? g=None) -> ()",
+    "f(int[2] s=1, SymInt[] t=[1, 2], int[1] d=-1, bool[3] m=True) -> ()",
+    "f(float e=1e-5, float g=.5, float h=5.) -> ()",
+    "f(str a='x\"y', str b=\"\"\"q\"\"\", str c=\"\\101\") -> ()",
+    "f(ScalarType? d=bfloat16, Layout? l=strided, MemoryFormat m=contiguous_format, int r=Mean) -> ()",
+    'f(Device d="cuda:0") -> ()',
+    "f(complex c=2j) -> ()",
+    "f(Dict(str, Tensor) d, Union(int, str) u, Future(t) fu, Await(t) aw, RRef(t) r) -> t",
+    "f(Any x, ...) -> ...",
+    "f(Tensor x) -> (Tensor a, Tensor b, ...)",
+    "f() -> ((str, t)[])",
+    "f(int x)->int # comment",
+    "f(\n  int x,\n  int y) -> int\n",
+    "f(__torch__.torch.classes.quantized.Conv2dPackedParamsBase p) -> ()",
+    "f(foo.Bar x) -> ()",
+]
+REJECT = [
+    "a::b::c() -> ()",
+    "f.default() -> ()",
+    "f.__x() -> ()",
+    "f(int in) -> ()",
+    "f(int x,) -> ()",
+    "f(int x)\n-> int",
+    "f(Tensor?(a) x) -> ()",
+    "f(Tensor(*|a) x) -> ()",
+    "f(Tensor(a!|b) x) -> ()",
+    "f(int[2][] x) -> ()",
+    "f(int[]? x=[1]) -> ()",
+    "f(int[] x=None) -> ()",
+    "f(str[] x=[]) -> ()",
+    "f(float x=inf) -> ()",
+    "f(int x=+1) -> ()",
+    'f(str s="\\x41") -> ()',
+    'f(str s="a\\rb") -> ()',
+    "f(Device d=None) -> ()",
+    "f(float x=1f) -> ()",
+    "f(Tensor x) -> (str, t)[]",
+    "f(Dimname d) -> ()",
+    "f(Foo x) -> ()",
+    "f(SymBool b=True) -> ()",
+    "f(int x=1, int y) -> ()",
+]
+
+
+def test_reference_vectors_agree_with_torch():
+    accepted = 0
+    for text in ACCEPT:
+        theirs = torch._C.parse_schema(text)
+        ours = parse_schema(text)
+        assert list(ours.argument_names) == [a.name for a in theirs.arguments], text
+        assert torch._C.parse_schema(str(ours)) == theirs or "!" in text, text
+        accepted += 1
+    rejected = 0
+    for text in REJECT:
+        with pytest.raises(Exception):
+            torch._C.parse_schema(text)
+        with pytest.raises(SchemaError):
+            parse_schema(text)
+        rejected += 1
+    assert (accepted, rejected) == (len(ACCEPT), len(REJECT)) == (19, 24)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Default values: our typed values against torch's Argument.default_value, over a grid of types and literals
+
+TYPES = ["int", "SymInt", "float", "complex", "bool", "str", "Scalar", "ScalarType", "Layout", "int?", "float?",
+         "ScalarType?", "Device", "Device?", "int[]", "int[2]", "float[]", "float[2]", "bool[]", "bool[3]",
+         "complex[]", "SymInt[2]", "ScalarType[]", "Tensor", "Tensor?", "str?"]  # fmt: skip
+LITERALS = ["None", "True", "False", "0", "1", "-1", "010", "0x10", "1.5", "-2.5", ".5", "5.", "1e5", "1E5", "1e-5",
+            "0x1.8p1", "0x1e5", "2j", "-2.5j", "12", "-0.0", "9223372036854775807", "'a'", '"cuda:1"', '"cpu"',
+            "'\\101'", "float32", "bfloat16", "Mean", "strided", "long", "float", "complex", "[]", "[1, 2]",
+            "[1.5]", "[True, False]", "[2j]", "[float32]", "[1, 1]"]  # fmt: skip
+
+
+def _same(ours, theirs) -> bool:
+    if isinstance(theirs, (list, tuple)):
+        return isinstance(ours, tuple) and len(ours) == len(theirs) and all(map(_same, ours, theirs))
+    if isinstance(theirs, torch.device):
+        return str(theirs) == ours
+    if isinstance(theirs, float) and isinstance(ours, float):
+        return ours == theirs and math.copysign(1, ours) == math.copysign(1, theirs) or (ours == theirs == 0.0)
+    return type(ours) is type(theirs) and ours == theirs
+
+
+def test_default_values_match_torch():
+    both = agree = 0
+    disagreements = []
+    for type_, literal in itertools.product(TYPES, LITERALS):
+        text = f"f({type_} x={literal}) -> ()"
+        try:
+            theirs = torch._C.parse_schema(text).arguments[0].default_value
+        except Exception:
+            with pytest.raises(SchemaError):
+                parse_schema(text)
+            continue
+        ours = parse_schema(text).arguments[0].default
+        both += 1
+        value = ours.value
+        if isinstance(theirs, (torch.dtype, torch.layout, torch.memory_format)):
+            # torch hands ScalarType/Layout codes to Python as objects; both printers write the integer code
+            ok = str(parse_schema(text)) == str(torch._C.parse_schema(text))
+        else:
+            ok = _same(value, theirs)
+        if ok:
+            agree += 1
+        else:
+            disagreements.append(f"{text}: ours {value!r} torch {theirs!r}")
+    assert both > 300
+    assert agree == both, "\n".join(disagreements[:30])
+
+
+def test_default_text_and_span_are_kept():
+    text = "f(int x=0x10, Scalar t=1E5, int[2.5] y, float[2] z=[1, 2]) -> ()"
+    schema = parse_schema(text)
+    x, t, y, z = schema.arguments
+    assert (x.default.value, x.default.text, text[slice(*x.default.span)]) == (0, "0x10", "0x10")
+    assert (t.default.value, t.default.text) == (1, "1E5")
+    assert (y.type.size, y.type.size_text, text[slice(*y.type.size_span)]) == (2, "2.5", "2.5")
+    assert isinstance(z.default, ListValue) and z.default.text == "[1, 2]" and z.default.value == (1.0, 2.0)
+    assert [text[slice(*a.span)] for a in schema.arguments] == [
+        "int x=0x10", "Scalar t=1E5", "int[2.5] y", "float[2] z=[1, 2]"
+    ]
