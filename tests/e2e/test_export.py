@@ -11,7 +11,7 @@ the outputs from their type-info strings. Outputs must equal the eager ones, and
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple
+from typing import Any, List, NamedTuple, Optional
 
 import pytest
 import torch
@@ -150,3 +150,88 @@ def _rebuilt_outputs(model: Outer, inputs: tuple[torch.Tensor, ...]) -> Any:
     model(*inputs)
     handle.remove()
     return None, captured["output"], None
+
+
+class KwInner(torch.nn.Module):
+    """Called with keyword arguments; returns a ModelOutput holding a new cache."""
+
+    def forward(self, x: torch.Tensor, mask: Any = None, scale: float = 1.0, **extra: Any) -> Any:
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        past = extra["past"]
+        new_cache = DynamicCache()
+        for i, layer in enumerate(past.layers):
+            new_cache.update(layer.keys * scale, layer.values + x.sum(), i)
+        logits = x * mask if mask is not None else x
+        return CausalLMOutputWithPast(logits=logits, cache=new_cache)
+
+
+class KwOuter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = KwInner()
+
+    def forward(self, x, m, k0, v0):  # type: ignore[no-untyped-def]
+        cache = DynamicCache()
+        cache.update(k0, v0, 0)
+        out = self.inner(x, mask=m, past=cache)
+        return out.logits, out.cache.layers[0].keys, out.cache.layers[0].values
+
+
+class KwAsCustomOp(torch.nn.Module):
+    """Serializes positional and keyword arguments, rebuilds a ModelOutput with a cache inside."""
+
+    def __init__(self, op: Any, names: List[str], out_type: str) -> None:
+        super().__init__()
+        self.op, self.names, self.out_type = op, names, out_type
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        flat, empty = serialize_args(args, kwargs, schema=None, args_names=self.names)
+        assert empty == {}
+        (out,) = deserialize_args(self.op(list(flat)), [self.out_type])
+        return out
+
+
+def test_keyword_call_and_model_output_with_cache_export() -> None:
+    import inspect
+
+    from piece_by_piece_serialize.serialize import deserialize_args_kwargs
+
+    model = KwOuter()
+    torch.manual_seed(1)
+    inputs = (torch.randn(2, 3), torch.randn(2, 3), torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3))
+    seen: dict[str, Any] = {}
+
+    def hook(module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        seen.update(args=args, kwargs=kwargs, output=output)
+
+    handle = model.inner.register_forward_hook(hook, with_kwargs=True)
+    expected = model(*inputs)
+    handle.remove()
+    names = [p.name for p in inspect.signature(KwInner.forward).parameters.values()][1:-1]  # x, mask, scale
+    types = (
+        [type_as_str_with_info(a) for a in seen["args"]],
+        {k: type_as_str_with_info(v) for k, v in seen["kwargs"].items()},
+    )
+    out_type = type_as_str_with_info(seen["output"])
+    assert types == (["Tensor"], {"mask": "Tensor", "past": "DynamicCache_D"})
+    assert out_type[:29] == "WithCaches__1_DynamicCache_D_"
+    inner = model.inner
+
+    def run(flat: List[torch.Tensor]) -> List[torch.Tensor]:
+        args, kwargs = deserialize_args_kwargs(flat, {}, types, ordered_names=names)
+        return [t.clone() for t in serialize_one(inner(*args, **kwargs), "output", None)]
+
+    @torch.library.custom_op("pbp_e2e::kw_inner", mutates_args=())
+    def kw_op(flat: List[Optional[torch.Tensor]]) -> List[torch.Tensor]:
+        return run(flat)  # type: ignore[arg-type]
+
+    kw_op.register_fake(run)
+
+    model.inner = KwAsCustomOp(torch.ops.pbp_e2e.kw_inner, names, out_type)
+    got = model(*inputs)
+    assert_same(expected, got)
+    ep = torch.export.export(model, inputs)
+    targets = [node.target for node in ep.graph.nodes if node.op == "call_function"]
+    assert targets.count(torch.ops.pbp_e2e.kw_inner.default) == 1
+    assert_same(expected, tuple(ep.module()(*inputs)))
