@@ -212,7 +212,7 @@ def _parser() -> Any:
     global _PARSER
     if _PARSER is None:
         _PARSER = build_parser(
-            "type_info", parser="lalr", strict=True, maybe_placeholders=False, propagate_positions=True
+            "type_info", parser="lalr", maybe_placeholders=False, propagate_positions=True
         )
     return _PARSER
 

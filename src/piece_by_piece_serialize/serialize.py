@@ -104,11 +104,24 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# str key -> fits the compact dict form; bounded (cleared when full), keys repeat on every forward call
+_COMPACT_KEYS: Dict[str, bool] = {}
+_COMPACT_KEYS_MAX = 4096
+
+
 def _compact_key(key: Any) -> bool:
     """Whether ``key`` fits the compact ``dict__N_k1__k2`` form as the writer produces it."""
-    if type(key) is not str or not key or key[0] == "_" or key[-1] == "_" or "__" in key:
+    if type(key) is not str:
         return False
-    return all(ch in _ALNUM or ch == "_" for ch in key)
+    known = _COMPACT_KEYS.get(key)
+    if known is not None:
+        return known
+    ok = bool(key) and key[0] != "_" and key[-1] != "_" and "__" not in key
+    ok = ok and all(ch in _ALNUM or ch == "_" for ch in key)
+    if len(_COMPACT_KEYS) >= _COMPACT_KEYS_MAX:
+        _COMPACT_KEYS.clear()
+    _COMPACT_KEYS[key] = ok
+    return ok
 
 
 def _kind(obj: Any) -> int:
@@ -191,10 +204,16 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, Li
                 break
         else:
             return obj
+    if cls is dict and obj:  # the compact dict form, checked inline: this is the hot path
+        for key, value in obj.items():
+            if not isinstance(value, _Tensor) or not _compact_key(key):
+                break
+        else:
+            return [obj[key] for key in sorted(obj)]
     kind = _kind(obj)
     if kind == _K_SCALAR:
         return obj
-    if kind == _K_DICT:
+    if kind == _K_DICT:  # pragma: no cover - handled above
         return [obj[key] for key in sorted(obj)]
     what = _argument(name, schema)
     if kind == _K_CACHE:
@@ -369,7 +388,8 @@ def _deserialize_into(
 ) -> int:
     n_res = len(res)
     for i, tt in enumerate(expected_types):
-        info = _type_info(tt, f"{label}[{i}]")
+        # the where-strings of error messages are only formatted on error: this loop is the hot path
+        info = _parse_cached(tt) if type(tt) is str else _type_info(tt, f"{label}[{i}]")
         cls = type(info)
         if cls is TensorInfo:
             if pos >= n_res:
@@ -406,8 +426,16 @@ def _deserialize_into(
             _check_tensors(items, f"{label}[{i}]", info)
             des.append([t.clone() for t in items] if clone else list(items))
         elif cls is TensorDictInfo:
-            items, pos = _take(res, pos, len(info.keys), f"{label}[{i}]", info)
-            _check_tensors(items, f"{label}[{i}]", info)
+            n = len(info.keys)
+            end = pos + n
+            if end <= n_res and (n == 0 or type(res[pos]) is not list and type(res[pos]) is not tuple):
+                items = res[pos:end]  # the common, flat case, without _take's call
+                pos = end
+            else:
+                items, pos = _take(res, pos, n, f"{label}[{i}]", info)
+            for item in items:
+                if not isinstance(item, _Tensor):
+                    _check_tensors(items, f"{label}[{i}]", info)
             des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))
         elif cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
