@@ -89,6 +89,12 @@ def test_serialize_args_empty_kwargs_and_args_names() -> None:
     assert type(args) is tuple and len(args) == 1 and args[0] is x
 
 
+def test_serialize_args_single_tensor_with_empty_kwargs() -> None:
+    x = t()
+    args, kwargs = serialize_args(x, {}, schema=None)
+    assert kwargs == {} and type(args) is tuple and len(args) == 1 and args[0] is x
+
+
 def test_serialize_args_two_tensors_with_schema() -> None:
     x, y = t(), t()
     args, kwargs = serialize_args((x, y), {}, schema="(Tensor x, Tensor y) -> Tensor")
