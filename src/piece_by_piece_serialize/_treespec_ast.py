@@ -438,32 +438,49 @@ def measure(name: Name, max_nodes: int, max_depth: int) -> tuple[str, int] | Non
     """Check the size of a parsed name before anything is built from it, iteratively.
 
     Nodes count every leaf of a run (``X999999999`` is a billion nodes), every container and every constant;
-    depth counts nesting of containers and constants, the root being depth 1 (a leaf adds no level). Returns ``None`` when both are
+    depth counts nesting of containers (nodes and tuple/list/dict constants), the root being depth 1; leaves
+    and scalar constants end a path and add no level. Returns ``None`` when both are
     within the limits, else ``(message, pos)`` for the first offending item in name order.
     """
     nodes = 0
     stack: list = [(name.root, 1, 0)]
     while stack:
         item, depth, pos = stack.pop()
-        pos = getattr(item, "pos", pos)
-        if depth > max_depth and type(item) is not Leaves:  # leaves end a path, they do not nest
-            return f"name nests deeper than the limit of {max_depth} levels", pos
         kind = type(item)
-        nodes += item.count if kind is Leaves else 1
+        if kind is Leaves:  # leaves end a path, they do not nest
+            nodes += item.count
+            if nodes > max_nodes:
+                return f"name has more than the limit of {max_nodes} nodes (each leaf of a run counts)", item.pos
+            continue
+        if kind in _SCALARS:  # like leaves, scalar constants end a path
+            nodes += 1
+            continue
+        if kind in _NODE_KINDS:
+            pos = item.pos
+        if depth > max_depth:
+            return f"name nests deeper than the limit of {max_depth} levels", pos
+        nodes += 1
         if nodes > max_nodes:
             return f"name has more than the limit of {max_nodes} nodes (each leaf of a run counts)", pos
         depth += 1
-        if kind is Leaves:
-            continue
-        children = getattr(item, "children", None)
-        if children is not None:
-            stack.extend((c, depth, pos) for c in reversed(children))
-            keys = getattr(item, "keys", ())
-            stack.extend((k, depth, pos) for k in reversed(keys))
-            if kind is CustomNode and item.context is not None:
+        if kind in _NODE_KINDS:
+            for c in reversed(item.children):
+                stack.append((c, depth, pos))
+            if kind in KEYED:
+                for k in reversed(item.keys):
+                    stack.append((k, depth, pos))
+            elif kind is CustomNode and item.context is not None:
                 stack.append((item.context, depth, pos))
         elif kind is TupleConst or kind is ListConst:
             stack.extend((c, depth, pos) for c in reversed(item.items))
         elif kind is DictConst:
             stack.extend((c, depth, pos) for kv in reversed(item.items) for c in reversed(kv))
+    if nodes > max_nodes:
+        return f"name has more than the limit of {max_nodes} nodes (each leaf of a run counts)", pos
     return None
+
+
+_NODE_KINDS = frozenset(
+    {TupleNode, ListNode, DictNode, OrderedDictNode, DefaultDictNode, DequeNode, NamedTupleNode, CustomNode}
+)
+_SCALARS = frozenset({NoneConst, BoolConst, IntConst, FloatConst, StrConst, EnumConst})

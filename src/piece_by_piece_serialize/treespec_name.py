@@ -94,10 +94,17 @@ LEGACY_MESSAGE = (
 
 
 
-def _pytree() -> Any:
-    import torch.utils._pytree as pytree
+_PYTREE: Any = None
 
-    return pytree
+
+def _pytree() -> Any:
+    # torch is imported on first use only, then kept (this runs on every encode and decode).
+    global _PYTREE
+    if _PYTREE is None:
+        import torch.utils._pytree as pytree
+
+        _PYTREE = pytree
+    return _PYTREE
 
 
 # Node types spelled with their own kind letter ("C" never names them), and those whose children are dict values.
@@ -297,17 +304,8 @@ def _resolve_enum(c: EnumConst, text: str) -> Any:
 
 
 def _keys_ast(keys: Any, what: str) -> tuple[Const, ...]:
-    return tuple(_to_const(k, what) for k in keys)
-
-
-def _merge_runs(children: tuple[Node, ...]) -> tuple[Node, ...]:
-    merged: list[Node] = []
-    for child in children:
-        if type(child) is Leaves and merged and type(merged[-1]) is Leaves:
-            merged[-1] = Leaves(merged[-1].count + child.count)
-        else:
-            merged.append(child)
-    return tuple(merged)
+    # str keys are by far the most common: skip the general converter for them.
+    return tuple(StrConst(k) if type(k) is str else _to_const(k, what) for k in keys)
 
 
 def _custom_context(spec: TreeSpec, node_type: Any, where: str) -> Const | None:
@@ -331,51 +329,74 @@ def _custom_context(spec: TreeSpec, node_type: Any, where: str) -> Const | None:
     return _to_const(context, f"the context of {where}", _HOW_NODE)
 
 
+_ONE_LEAF = Leaves(1)
+
+
 def _spec_to_ast(spec: TreeSpec) -> Node:
+    """TreeSpec -> AST, post-order over an explicit stack; leaf children never touch the stack."""
+    if spec.type is None:
+        return _ONE_LEAF
     pytree = _pytree()
+    supported = pytree.SUPPORTED_NODES
     tuple_t, list_t, dict_t, odict_t, ddict_t, deque_t, ntuple_f = _NATIVE_TYPES
-    out: list[Node] = []
+    out: list[Node] = []  # results of finished non-leaf nodes, in visiting order
     stack: list[tuple[Any, bool]] = [(spec, False)]
     while stack:
         s, done = stack.pop()
-        t = s.type
-        if t is None:
-            out.append(Leaves(1))
-            continue
         children = s._children
         if not done:
             stack.append((s, True))
-            stack.extend((c, False) for c in reversed(children))
+            for c in reversed(children):
+                if c.type is not None:
+                    stack.append((c, False))
             continue
-        n = len(children)
-        kids = tuple(out[len(out) - n:]) if n else ()
-        del out[len(out) - n:]
-        if t not in _KEYED_TYPES:  # leaf runs live in sequences; each dict value stays one node
-            kids = _merge_runs(kids)
+        t = s.type
+        m = 0
+        for c in children:
+            if c.type is not None:
+                m += 1
+        results = iter(out[len(out) - m:])
+        del out[len(out) - m:]
+        kids: list[Node] = []
+        if t in _KEYED_TYPES:  # each dict value is one node
+            for c in children:
+                kids.append(_ONE_LEAF if c.type is None else next(results))
+        else:  # sequences: sibling leaves merge into runs X<k>
+            run = 0
+            for c in children:
+                if c.type is None:
+                    run += 1
+                    continue
+                if run:
+                    kids.append(_ONE_LEAF if run == 1 else Leaves(run))
+                    run = 0
+                kids.append(next(results))
+            if run:
+                kids.append(_ONE_LEAF if run == 1 else Leaves(run))
         ctx = s.context
         if t is tuple_t:
-            node: Node = TupleNode(kids)
+            node: Node = TupleNode(tuple(kids))
         elif t is list_t:
-            node = ListNode(kids)
+            node = ListNode(tuple(kids))
         elif t is dict_t:
-            node = DictNode(_keys_ast(ctx, "a dict key"), kids)
+            node = DictNode(_keys_ast(ctx, "a dict key"), tuple(kids))
         elif t is odict_t:
-            node = OrderedDictNode(_keys_ast(ctx, "an OrderedDict key"), kids)
+            node = OrderedDictNode(_keys_ast(ctx, "an OrderedDict key"), tuple(kids))
         elif t is ddict_t:
             factory, keys = ctx
             node = DefaultDictNode(_ref_for(factory, "defaultdict factory", _HOW_FACTORY),
-                                   _keys_ast(keys, "a defaultdict key"), kids)
+                                   _keys_ast(keys, "a defaultdict key"), tuple(kids))
         elif t is deque_t:
-            node = DequeNode(ctx, kids)
+            node = DequeNode(ctx, tuple(kids))
         elif t is ntuple_f:
-            node = NamedTupleNode(_ref_for(ctx, "namedtuple class", _HOW_NAMEDTUPLE), kids)
+            node = NamedTupleNode(_ref_for(ctx, "namedtuple class", _HOW_NAMEDTUPLE), tuple(kids))
         else:
-            if t not in pytree.SUPPORTED_NODES:
+            if t not in supported:
                 where = _path_of(t)
                 raise _EncodeError(f"cannot encode a node of type {where}: it is not a registered pytree node; "
                                    f"{_HOW_NODE}", where)
             ref = _ref_for(t, "pytree node type", _HOW_NODE)
-            node = CustomNode(ref, _custom_context(s, t, ref), kids)
+            node = CustomNode(ref, _custom_context(s, t, ref), tuple(kids))
         out.append(node)
     return out[0]
 
@@ -446,12 +467,17 @@ def _check_ref(obj: Any, ref: str, what: str, how: str, text: str, pos: int) -> 
 
 
 def _dict_keys(keys: tuple[Const, ...], text: str, pos: int) -> list[Any]:
-    values = [_from_const(k, text, pos) for k in keys]
-    for v in values:
+    values = []
+    for k in keys:
+        if type(k) is StrConst:  # the common case, always hashable
+            values.append(k.value)
+            continue
+        v = _from_const(k, text, pos)
         try:
             hash(v)
         except TypeError:
             raise TreeSpecNameError("a dict key must be hashable", text, pos) from None
+        values.append(v)
     return values
 
 
