@@ -324,8 +324,22 @@ def parse_type_info(text: str) -> TypeInfo:
     return _parse_cached(text)
 
 
-@lru_cache(maxsize=4096)
+# Strings up to this length are remembered (at most _CACHE_SIZE of them): the cache then holds at most
+# a few megabytes however many distinct strings a caller sends; longer strings are parsed every time.
+_CACHE_SIZE = 4096
+_CACHED_LENGTH = 1024
+
+
 def _parse_cached(text: str) -> TypeInfo:
+    return _parse_small(text) if len(text) <= _CACHED_LENGTH else _parse(text)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _parse_small(text: str) -> TypeInfo:
+    return _parse(text)
+
+
+def _parse(text: str) -> TypeInfo:
     if len(text) > MAX_TYPE_INFO_LENGTH:
         raise TreeSpecNameError(
             f"type-info string is too long ({len(text)} characters, the limit is "

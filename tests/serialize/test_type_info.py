@@ -159,3 +159,21 @@ def test_cache_ast_is_run_length_canonical() -> None:
 def test_non_string_is_type_error() -> None:
     with pytest.raises(TypeError, match="must be a str"):
         parse_type_info(3)  # type: ignore[arg-type]
+
+
+def test_length_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from piece_by_piece_serialize import type_info
+
+    monkeypatch.setattr(type_info, "MAX_TYPE_INFO_LENGTH", 2000)
+    text = "dict__1_" + "k" * 3000
+    with pytest.raises(TreeSpecNameError, match="too long .3008 characters, the limit is MAX_TYPE_INFO_LENGTH=2000"):
+        parse_type_info(text)
+
+
+def test_long_strings_are_not_cached() -> None:
+    from piece_by_piece_serialize import type_info
+
+    before = type_info._parse_small.cache_info().currsize
+    long_key = "k" * 5000
+    assert parse_type_info(f"dict__1_{long_key}") == TensorDictInfo((long_key,))
+    assert type_info._parse_small.cache_info().currsize == before
