@@ -111,6 +111,10 @@ class TensorListInfo(TypeInfo):
 
     size: int
 
+    def __post_init__(self) -> None:
+        if type(self.size) is not int or self.size < 0:
+            raise ValueError(f"TensorListInfo.size must be a non-negative int, got {self.size!r}")
+
     @property
     def n_items(self) -> int:
         return self.size
@@ -129,6 +133,21 @@ class TensorDictInfo(TypeInfo):
     """
 
     keys: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # The printer must write something the grammar reads back (KEY in grammars/type_info.lark).
+        if not self.keys or len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"TensorDictInfo needs distinct keys, got {self.keys!r}")
+        for key in self.keys:
+            if (
+                type(key) is not str
+                or not key
+                or key[0] == "_"
+                or key[-1] == "_"
+                or "__" in key
+                or any(ch.isspace() for ch in key)
+            ):
+                raise ValueError(f"TensorDictInfo: key {key!r} has no spelling in the compact dict form")
 
     @property
     def n_items(self) -> int:
@@ -149,6 +168,10 @@ class CacheLayer:
 
     sliding_window: int | None = None
     populated: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sliding_window is not None and (type(self.sliding_window) is not int or self.sliding_window < 1):
+            raise ValueError(f"CacheLayer.sliding_window must be a positive int or None, got {self.sliding_window!r}")
 
     @property
     def n_items(self) -> int:

@@ -177,3 +177,38 @@ def test_long_strings_are_not_cached() -> None:
     long_key = "k" * 5000
     assert parse_type_info(f"dict__1_{long_key}") == TensorDictInfo((long_key,))
     assert type_info._parse_small.cache_info().currsize == before
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: TensorDictInfo(()),
+        lambda: TensorDictInfo(("a", "a")),
+        lambda: TensorDictInfo(("a__b",)),
+        lambda: TensorDictInfo(("_a",)),
+        lambda: TensorDictInfo(("a b",)),
+        lambda: TensorDictInfo((1,)),  # type: ignore[arg-type]
+        lambda: TensorListInfo(-1),
+        lambda: CacheLayer(0),
+        lambda: ScalarInfo("str"),
+    ],
+)
+def test_ast_refuses_nodes_the_printer_cannot_spell(build: object) -> None:
+    with pytest.raises(ValueError):
+        build()  # type: ignore[operator]
+
+
+def test_importing_type_info_imports_neither_lark_nor_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import piece_by_piece_serialize.type_info as ti\n"
+        "import piece_by_piece_serialize.serialize\n"
+        "print(sorted(m for m in ('lark', 'torch', 'transformers') if m in sys.modules))\n"
+        "ti.parse_type_info('DynamicCache_2D')\n"
+        "print(sorted(m for m in ('lark', 'torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[]", "['lark']"], out.stdout + out.stderr
