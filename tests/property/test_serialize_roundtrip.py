@@ -87,6 +87,7 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         ),
         st.builds(Point, children, children),
         st.builds(Triple, children, children, children),
+        st.tuples(children, children).map(torch.return_types.max),  # a structseq
     )
 
 
