@@ -4,7 +4,8 @@ The original scheme is re-implemented here from its description (``"___" + base3
 with ``=`` written ``_``, decoded with ``pickle.loads``); it lives in this benchmark only. For every corpus case
 (``tests/treespec/corpus_inputs.py``) it measures name lengths (ours, original, ``treespec_dumps`` where torch can
 dump the spec) and, in the same run and interleaved, the median time to encode and to decode with ours and with
-the original. "cold" decode bypasses our cache; "warm" decode is the cached path callers hit on every forward.
+the original. "cold" decode bypasses our cache (a name from another process); "warm" decode is the cached path
+callers hit on every forward (and on the first decode of a name encoded in this process).
 
 Run: ``.venv/bin/python bench/treespec_compare.py [--repeat N]``; prints a Markdown table.
 """
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     corpus = build_corpus()
     rows = []
-    cold_decode = treespec_name._decode_cached.__wrapped__
+    cold_decode = treespec_name._decode  # the uncached path
     limits = treespec_name.DEFAULT_LIMITS
     tree_spec_from_name("___v1_X")  # build the parser once, outside the timings
     for case, tree in corpus.items():

@@ -14,13 +14,13 @@ Invariants:
 - Bounded: a name longer than ``NameLimits.max_length``, nesting deeper than ``max_depth`` or holding more than
   ``max_nodes`` nodes (every leaf of a run ``X<k>`` counts) is refused before anything is built; parsing, checks
   and building are iterative, so time and memory are proportional to the name and nothing recurses.
-- Decoding is cached (bounded LRU), so a warm decode is a dictionary lookup.
+- Decoding is cached (bounded), so a warm decode is one dictionary lookup; a name encoded in this process is
+  cached as it is made.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import json
 import sys
 from collections import OrderedDict, defaultdict, deque, namedtuple
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from torch.utils._pytree import TreeSpec
 
 __all__ = [
+    "CACHE_SIZE",
     "DEFAULT_LIMITS",
     "NameLimits",
     "clear_name_cache",
@@ -427,6 +428,8 @@ def tree_spec_as_name(tree_spec: TreeSpec, n_elements: int, *, limits: NameLimit
     if len(text) > limits.max_length:
         raise TreeSpecNameError(f"cannot encode this TreeSpec: the name would be longer than the limit of "
                                 f"{limits.max_length} characters", text, limits.max_length)
+    if limits == DEFAULT_LIMITS and text not in _CACHE:
+        _remember(text, (n_elements, tree_spec))
     return text
 
 
@@ -567,8 +570,25 @@ def _custom_type_and_context(node: CustomNode, text: str) -> tuple[Any, Any]:
     return cls, context
 
 
-@functools.lru_cache(maxsize=4096)
-def _decode_cached(name: str, limits: NameLimits) -> tuple[int, TreeSpec]:
+# Decoded names: (n, spec) by name (default limits) or by (name, limits). Bounded: once full, the oldest entry
+# is dropped (FIFO keeps the hit path to one dict lookup). tree_spec_as_name also stores what it encodes, so a
+# name made in this process decodes without parsing: the encoder has already checked everything the decoder
+# would (type references resolve back to the same objects, hooks round-trip, limits hold).
+CACHE_SIZE = 4096
+_CACHE: dict[Any, tuple[int, Any]] = {}
+
+
+def _remember(key: Any, value: tuple[int, Any]) -> None:
+    if len(_CACHE) >= CACHE_SIZE:
+        try:
+            del _CACHE[next(iter(_CACHE))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread evicted first
+            pass
+    _CACHE[key] = value
+
+
+def _decode(name: str, limits: NameLimits) -> tuple[int, TreeSpec]:
+    """Decode without the cache: parse, check, resolve, build."""
     ast = _parse_canonical(name, limits)
     spec = _build(ast, name)
     return spec.num_leaves, spec
@@ -578,17 +598,27 @@ def tree_spec_from_name(name: str, *, limits: NameLimits | None = None) -> tuple
     """Read a name made by :func:`tree_spec_as_name` back into ``(number of leaves, TreeSpec)``.
 
     Accepts a canonical v1 name; ``limits`` (default :data:`DEFAULT_LIMITS`) bound its length, node count and
-    depth. The result is cached (bounded LRU, see :func:`clear_name_cache`); the spec is shared, do not mutate it.
+    depth. Results are cached (at most :data:`CACHE_SIZE` names, see :func:`clear_name_cache`), and so are the
+    names :func:`tree_spec_as_name` produced in this process; the spec is shared, do not mutate it.
     Raises :class:`TreeSpecNameError` (position, expected tokens, caret line) on a malformed, non-canonical,
     over-limit or legacy pickle-based name, or when a type it names is not known in this process; ``TypeError``
     for a non-str. Never unpickles, evaluates or imports anything.
     """
-    return _decode_cached(name, DEFAULT_LIMITS if limits is None else limits)
+    key: Any = name if limits is None or limits == DEFAULT_LIMITS else (name, limits)
+    try:
+        hit = _CACHE.get(key)
+    except TypeError:  # unhashable input: _decode reports the type
+        hit = None
+    if hit is not None:
+        return hit
+    result = _decode(name, DEFAULT_LIMITS if limits is None else limits)
+    _remember(key, result)
+    return result
 
 
 def clear_name_cache() -> None:
     """Forget cached decodes (for example after re-registering a pytree node type with different hooks)."""
-    _decode_cached.cache_clear()
+    _CACHE.clear()
 
 
 def pretty_name(name: str, *, limits: NameLimits | None = None) -> str:

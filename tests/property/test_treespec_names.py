@@ -24,12 +24,12 @@ from torch.fx.immutable_collections import immutable_dict, immutable_list
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "treespec"))
 from corpus_inputs import Box, Color, LayerCache, Pair, Point, RegisteredPoint  # noqa: E402
 from corpus_inputs import Shape  # noqa: E402
-from test_treespec_roundtrip import same_tree  # noqa: E402
+from test_treespec_roundtrip import decode_cold, same_tree  # noqa: E402
 from transformers.modeling_outputs import BaseModelOutput  # noqa: E402
 
 from piece_by_piece_serialize._grammar import build_parser  # noqa: E402
 from piece_by_piece_serialize.errors import TreeSpecNameError  # noqa: E402
-from piece_by_piece_serialize.treespec_name import tree_spec_as_name, tree_spec_from_name  # noqa: E402
+from piece_by_piece_serialize.treespec_name import tree_spec_as_name  # noqa: E402
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
@@ -84,7 +84,7 @@ def _name_of(tree: object) -> tuple[str, pytree.TreeSpec, int]:
 def test_every_pytree_round_trips(tree: object) -> None:
     name, spec, n = _name_of(tree)
     assert set(name) <= set(ALPHABET) and name.startswith("___v1_")
-    k, decoded = tree_spec_from_name(name)
+    k, decoded = decode_cold(name)
     assert k == n and decoded == spec
     placeholders = list(range(n))
     assert same_tree(pytree.tree_unflatten(placeholders, decoded), pytree.tree_unflatten(placeholders, spec))
@@ -94,13 +94,13 @@ def test_every_pytree_round_trips(tree: object) -> None:
 @given(keys)
 def test_every_key_kind_round_trips(key: object) -> None:
     name, spec, _ = _name_of({key: 0, "after": 1})
-    assert tree_spec_from_name(name)[1] == spec
+    assert decode_cold(name)[1] == spec
 
 
 def _accepted_is_canonical(text: str) -> bool:
     """True when ``text`` was accepted (and then it must be canonical); False when refused cleanly."""
     try:
-        n, spec = tree_spec_from_name(text)
+        n, spec = decode_cold(text)
     except TreeSpecNameError as err:
         assert 0 <= err.pos <= len(text)
         return False

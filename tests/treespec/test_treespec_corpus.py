@@ -14,6 +14,7 @@ from pathlib import Path
 
 import corpus_inputs  # noqa: F401  (registers the corpus types the golden names mention)
 import pytest
+from test_treespec_roundtrip import decode_cold
 
 from piece_by_piece_serialize._grammar import build_parser
 from piece_by_piece_serialize.errors import TreeSpecNameError
@@ -57,7 +58,7 @@ def test_valid_pretty(path: Path) -> None:
                          ids=[p.stem for p in VALID if "pretty_only" not in p.stem])
 def test_valid_decodes_to_a_fixed_point(path: Path) -> None:
     name = _read(path)
-    n, spec = tree_spec_from_name(name)
+    n, spec = decode_cold(name)
     assert n == spec.num_leaves
     assert tree_spec_as_name(spec, n) == name
 

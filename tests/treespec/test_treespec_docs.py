@@ -9,9 +9,10 @@ from pathlib import Path
 import corpus_inputs
 import torch
 import torch.utils._pytree as pytree
+from test_treespec_roundtrip import decode_cold
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from piece_by_piece_serialize.treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
+from piece_by_piece_serialize.treespec_name import pretty_name, tree_spec_as_name
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "treespec_names.md").read_text(encoding="utf-8")
 T = 0  # any leaf
@@ -31,7 +32,7 @@ def test_every_name_in_the_doc_is_canonical() -> None:
     names = _names_in_doc()
     assert len(names) >= 18
     for name in names:
-        n, spec = tree_spec_from_name(name)
+        n, spec = decode_cold(name)
         assert tree_spec_as_name(spec, n) == name
 
 

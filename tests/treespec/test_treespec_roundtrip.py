@@ -14,6 +14,7 @@ import pytest
 import torch.utils._pytree as pytree
 from corpus_inputs import build_corpus, nest
 
+from piece_by_piece_serialize import treespec_name
 from piece_by_piece_serialize.treespec_name import (
     NameLimits,
     clear_name_cache,
@@ -22,6 +23,11 @@ from piece_by_piece_serialize.treespec_name import (
 )
 
 CORPUS = build_corpus()
+
+
+def decode_cold(name: str, limits: NameLimits | None = None) -> tuple[int, pytree.TreeSpec]:
+    """Decode without the cache (tree_spec_as_name caches what it encodes, which would skip the decoder)."""
+    return treespec_name._decode(name, limits or treespec_name.DEFAULT_LIMITS)
 ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -66,7 +72,8 @@ def check_round_trip(tree: object) -> str:
     leaves, spec = pytree.tree_flatten(tree)
     name = tree_spec_as_name(spec, len(leaves))
     assert name.isidentifier() and set(name) <= ALPHABET and name.startswith("___v1_")
-    n, decoded = tree_spec_from_name(name)
+    n, decoded = decode_cold(name)
+    assert tree_spec_from_name(name) == (n, decoded)
     assert n == len(leaves)
     assert decoded == spec
     placeholders = list(range(n))
@@ -96,7 +103,7 @@ def test_whole_corpus_round_trips_and_names_are_distinct() -> None:
 def test_unflatten_rebuilds_the_original_values() -> None:
     tree = CORPUS["detection_targets"]
     leaves, spec = pytree.tree_flatten(tree)
-    _, decoded = tree_spec_from_name(tree_spec_as_name(spec, len(leaves)))
+    _, decoded = decode_cold(tree_spec_as_name(spec, len(leaves)))
     rebuilt = pytree.tree_unflatten(leaves, decoded)
     assert [sorted(d) for d in rebuilt] == [sorted(d) for d in tree]
     assert all(rebuilt[i][k] is tree[i][k] for i in range(3) for k in tree[i])
@@ -119,7 +126,7 @@ def test_nesting_as_deep_as_tree_flatten_allows() -> None:
     assert depth > 300  # about 490 levels under the default recursion limit of 1000
     leaves, spec = pytree.tree_flatten(nest(depth))
     name = tree_spec_as_name(spec, len(leaves))
-    n, decoded = tree_spec_from_name(name)
+    n, decoded = decode_cold(name)
     assert n == 1 and same_spec(decoded, spec)
     assert tree_spec_as_name(decoded, n) == name
     # Well past torch's own limit our side still works (explicit stacks): 5,000 levels within a raised limit.
@@ -130,12 +137,26 @@ def test_nesting_as_deep_as_tree_flatten_allows() -> None:
 
 
 def test_decode_is_cached_and_bounded() -> None:
-    name = tree_spec_as_name(pytree.tree_flatten(CORPUS["llm_inputs"])[1], 2)
+    clear_name_cache()
+    name = "___v1_D_input_ids_X_attention_mask_X_E"
     first = tree_spec_from_name(name)
     assert tree_spec_from_name(name) is first
     clear_name_cache()
     again = tree_spec_from_name(name)
     assert again is not first and again == first
-    from piece_by_piece_serialize.treespec_name import _decode_cached
-
-    assert _decode_cached.cache_info().maxsize == 4096
+    # Encoding stores the name, so a same-process decode is a lookup that returns the encoded spec itself.
+    clear_name_cache()
+    _, spec = pytree.tree_flatten(CORPUS["detection_targets"])
+    name = tree_spec_as_name(spec, 9)
+    assert tree_spec_from_name(name) == (9, spec) and tree_spec_from_name(name)[1] is spec
+    # ... and the cold path agrees with it.
+    assert treespec_name._decode(name, treespec_name.DEFAULT_LIMITS) == (9, spec)
+    for k in range(2, treespec_name.CACHE_SIZE + 500):
+        tree_spec_as_name(pytree.TreeSpec(list, None, [pytree.treespec_leaf()] * k), k)
+    assert len(treespec_name._CACHE) == treespec_name.CACHE_SIZE == 4096
+    # Other limits are cached apart from the default ones.
+    limits = NameLimits(max_depth=5)
+    assert tree_spec_from_name("___v1_L_X3_E", limits=limits) == tree_spec_from_name("___v1_L_X3_E")
+    assert ("___v1_L_X3_E", limits) in treespec_name._CACHE
+    clear_name_cache()
+    assert not treespec_name._CACHE
