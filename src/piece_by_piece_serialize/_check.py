@@ -124,13 +124,29 @@ def check_site(site: SchemaSite) -> SiteResult:
         try:
             parse_schema(site.text, allow_typevars=False, allow_nameless=nameless)
         except SchemaError as exc:
-            findings.append(
-                _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {_context_label(site.context)} parses schemas with type variables off")
-            )
+            findings.append(_typevar_finding(site, schema, exc))
     for lint in lint_schema(schema, site.text, site.context):
         findings.append(_finding(site, lint.offset, lint.severity, lint.code, lint.message))
     findings.sort(key=lambda f: (f.line, f.column))
     return SiteResult(findings, schema)
+
+
+def _typevar_finding(site: SchemaSite, schema: Any, exc: Any) -> Finding:
+    from ._lint import typevar_at
+
+    where = _context_label(site.context)
+    typevar = typevar_at(schema, exc.pos)
+    if typevar is not None and "." in typevar.name:
+        # A dotted name is how registered opaque types are spelled (torch._library.opaque_object); torch
+        # resolves those before type variables, so it is fine when the registration runs first.
+        return _finding(
+            site,
+            exc.pos,
+            "warning",
+            "opaque-type",
+            f"'{typevar.name}' is accepted by {where} only if it is registered as an opaque type before the schema is defined",
+        )
+    return _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {where} parses schemas with type variables off")
 
 
 def _context_label(context: str) -> str:

@@ -44,11 +44,12 @@ from .schema import (
     OptionalType,
     StrValue,
     Type,
+    TypeVar,
     UnionType,
     format_float,
 )
 
-__all__ = ["Lint", "lint_schema"]
+__all__ = ["Lint", "lint_schema", "typevar_at"]
 
 # Base types whose default torch stores as a number read by stoll/stod.
 _NUMERIC = frozenset({"int", "SymInt", "float", "Scalar"})
@@ -104,6 +105,15 @@ def lint_schema(schema: FunctionSchema, text: str, context: str) -> list[Lint]:
     for ret in schema.returns:
         found.extend(_type_rules(ret.type, ret.span[0]))
     return found
+
+
+def typevar_at(schema: FunctionSchema, offset: int) -> TypeVar | None:
+    """The type variable written at ``offset``, if any (to tell opaque type names from typos)."""
+    for item in (*schema.arguments, *schema.returns):
+        for t in _walk(item.type):
+            if isinstance(t, TypeVar) and t.span[0] == offset:
+                return t
+    return None
 
 
 # ------------------------------------------------------------------------------------------------

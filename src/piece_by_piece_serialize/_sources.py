@@ -23,7 +23,7 @@ import bisect
 import io
 import tokenize
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -279,210 +279,239 @@ def _is_hex(digits: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# C++: a small lexer that knows comments, character literals, (raw) string literals with prefixes,
-# numbers and identifiers, enough to find `def(` / `TORCH_SELECTIVE_SCHEMA(` followed by one or more
-# adjacent string literals. Escapes are decoded as a C++ compiler would.
+# C++: a scanner that knows comments, character literals and (raw) string literals with prefixes,
+# enough to find `def(` / `TORCH_SELECTIVE_SCHEMA(` followed by one or more adjacent string literals.
+# Escapes are decoded as a C++ compiler would. The scanner jumps with str.find between the few
+# characters that matter ('/', quotes) because real trees hold thousands of large headers; line and
+# column are computed only for the literals that are kept.
 
-_CPP_CALLEES = frozenset({"def", "TORCH_SELECTIVE_SCHEMA"})
-_CPP_STRING_PREFIXES = frozenset({"L", "u8", "u", "U", "R", "LR", "u8R", "uR", "UR"})
+_CPP_CALLEES = ("def", "TORCH_SELECTIVE_SCHEMA")
+_CPP_STRING_PREFIXES = ("u8R", "LR", "uR", "UR", "R", "u8", "L", "u", "U")  # longest first
 _CPP_SIMPLE_ESCAPES = {"'": "'", '"': '"', "?": "?", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_OCTAL = "01234567"
+
+
+def _is_ident_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 @dataclass(slots=True)
-class _CppToken:
-    kind: str  # "ident", "string", "punct", "other"
-    value: str  # identifier text / punctuation; for strings the decoded text
-    positions: list[tuple[int, int]]  # strings: per decoded char; others: [start]
-    end: tuple[int, int]  # position just after the token's last character
+class _CppLiteral:
+    start: int  # offset of the prefix or opening quote
+    end: int  # offset just after the closing quote
+    body: int  # offset of the first character inside the quotes
+    body_end: int  # offset of the closing delimiter
+    raw: bool
 
 
-class _Cursor:
-    """Walks a text keeping the 1-based (line, column) of the current character."""
-
-    __slots__ = ("text", "i", "line", "col")
+class _CppScan:
+    """Comments and string literals of a C++ text, as offset intervals, in one pass."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.i = 0
-        self.line = 1
-        self.col = 1
+        self.comments: dict[int, int] = {}  # start -> end
+        self.literals: dict[int, _CppLiteral] = {}  # start (prefix included) -> literal
+        self.code: list[tuple[int, int]] = []  # spans outside comments and literals
+        self._scan()
 
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.text[j] if j < len(self.text) else ""
-
-    def pos(self) -> tuple[int, int]:
-        return (self.line, self.col)
-
-    def advance(self, n: int = 1) -> None:
-        for _ in range(n):
-            if self.i >= len(self.text):
-                return
-            if self.text[self.i] == "\n":
-                self.line += 1
-                self.col = 1
-            else:
-                self.col += 1
-            self.i += 1
-
-
-def _cpp_tokens(text: str) -> Iterator[_CppToken]:
-    cur = _Cursor(text)
-    while cur.i < len(text):
-        ch = cur.peek()
-        if ch in " \t\r\n\f\v":
-            cur.advance()
-        elif ch == "\\" and cur.peek(1) == "\n":
-            cur.advance(2)
-        elif ch == "/" and cur.peek(1) == "/":
-            while cur.i < len(text) and cur.peek() != "\n":
-                cur.advance()
-        elif ch == "/" and cur.peek(1) == "*":
-            cur.advance(2)
-            while cur.i < len(text) and not (cur.peek() == "*" and cur.peek(1) == "/"):
-                cur.advance()
-            cur.advance(2)
-        elif ch.isalpha() or ch == "_":
-            start = cur.pos()
-            j = cur.i
-            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            word = text[cur.i : j]
-            if j < len(text) and text[j] in "\"'" and word in _CPP_STRING_PREFIXES | {"u8", "L", "u", "U"}:
-                cur.advance(j - cur.i)
-                if text[j] == "'":
-                    _cpp_skip_char_literal(cur)
-                    continue
-                yield _cpp_string(cur, raw=word.endswith("R"), start=start)
-                continue
-            cur.advance(j - cur.i)
-            yield _CppToken("ident", word, [start], cur.pos())
-        elif ch == '"':
-            yield _cpp_string(cur, raw=False, start=cur.pos())
-        elif ch == "'":
-            _cpp_skip_char_literal(cur)
-        elif ch.isdigit() or (ch == "." and cur.peek(1).isdigit()):
-            # pp-number: digits, letters, '.', digit separators and signed exponents
-            start = cur.pos()
-            while cur.i < len(text):
-                c = cur.peek()
-                if c in "eEpP" and cur.peek(1) in "+-":
-                    cur.advance(2)
-                elif c.isalnum() or c in "._" or (c == "'" and cur.peek(1).isalnum()):
-                    cur.advance()
+    def _scan(self) -> None:
+        text = self.text
+        n = len(text)
+        i = code_start = 0
+        while i < n:
+            # the next character that can open a comment or a literal
+            j = min((k for k in (text.find("/", i), text.find('"', i), text.find("'", i)) if k >= 0), default=n)
+            if j >= n:
+                break
+            ch = text[j]
+            if ch == "/":
+                nxt = text[j + 1 : j + 2]
+                if nxt == "/":
+                    end = text.find("\n", j)
+                    end = n if end < 0 else end
+                elif nxt == "*":
+                    end = text.find("*/", j + 2)
+                    end = n if end < 0 else end + 2
                 else:
-                    break
-            yield _CppToken("other", "", [start], cur.pos())
-        else:
-            start = cur.pos()
-            cur.advance()
-            yield _CppToken("punct", ch, [start], cur.pos())
+                    i = j + 1
+                    continue
+                self.code.append((code_start, j))
+                self.comments[j] = end
+                i = code_start = end
+            elif ch == "'":
+                if j > 0 and _is_ident_char(text[j - 1]) and _is_ident_char(text[j + 1 : j + 2] or " ") and not self._is_prefix(j):
+                    i = j + 1  # a digit separator: 1'000'000
+                    continue
+                end = self._char_literal_end(j)
+                self.code.append((code_start, self._prefix_start(j)))
+                i = code_start = end
+            else:
+                start = self._prefix_start(j)
+                raw = start < j and text[j - 1] == "R"
+                literal = self._raw_literal(start, j) if raw else self._literal(start, j)
+                self.code.append((code_start, start))
+                self.literals[start] = literal
+                i = code_start = literal.end
+        self.code.append((code_start, n))
 
+    def _prefix_start(self, quote: int) -> int:
+        text = self.text
+        for prefix in _CPP_STRING_PREFIXES:
+            k = quote - len(prefix)
+            if k >= 0 and text[k:quote] == prefix and (k == 0 or not _is_ident_char(text[k - 1])):
+                return k
+        return quote
 
-def _cpp_skip_char_literal(cur: _Cursor) -> None:
-    cur.advance()  # opening quote
-    while cur.i < len(cur.text) and cur.peek() not in "'\n":
-        cur.advance(2 if cur.peek() == "\\" else 1)
-    cur.advance()
+    def _is_prefix(self, quote: int) -> bool:
+        return self._prefix_start(quote) < quote
 
+    def _char_literal_end(self, j: int) -> int:
+        text = self.text
+        k = j + 1
+        while k < len(text) and text[k] not in "'\n":
+            k += 2 if text[k] == "\\" else 1
+        return min(k + 1, len(text))
 
-def _cpp_string(cur: _Cursor, *, raw: bool, start: tuple[int, int]) -> _CppToken:
-    chars: list[str] = []
-    positions: list[tuple[int, int]] = []
-    cur.advance()  # opening quote
-    text = cur.text
-    if raw:
+    def _literal(self, start: int, quote: int) -> _CppLiteral:
+        text = self.text
+        k = quote + 1
+        while k < len(text) and text[k] not in '"\n':
+            k += 2 if text[k] == "\\" else 1
+        k = min(k, len(text))
+        return _CppLiteral(start, min(k + 1, len(text)) if text[k : k + 1] == '"' else k, quote + 1, k, raw=False)
+
+    def _raw_literal(self, start: int, quote: int) -> _CppLiteral:
         # R"delim( ... )delim"
-        delim_start = cur.i
-        while cur.i < len(text) and cur.peek() not in "(\n\"":
-            cur.advance()
-        delim = text[delim_start : cur.i]
-        cur.advance()  # '('
-        closing = ")" + delim + '"'
-        while cur.i < len(text) and text.startswith(closing, cur.i) is False:
-            chars.append(cur.peek())
-            positions.append(cur.pos())
-            cur.advance()
-        end = cur.pos()
-        cur.advance(len(closing))
-        return _CppToken("string", "".join(chars), positions, end)
-    while cur.i < len(text):
-        ch = cur.peek()
-        if ch == '"' or ch == "\n":
-            break
-        pos = cur.pos()
+        text = self.text
+        paren = text.find("(", quote + 1)
+        if paren < 0:
+            return _CppLiteral(start, len(text), len(text), len(text), raw=True)
+        closing = ")" + text[quote + 1 : paren] + '"'
+        end = text.find(closing, paren + 1)
+        if end < 0:
+            return _CppLiteral(start, len(text), paren + 1, len(text), raw=True)
+        return _CppLiteral(start, end + len(closing), paren + 1, end, raw=True)
+
+    def skip_blank(self, i: int) -> int:
+        """The offset of the next token at or after ``i`` (whitespace, comments and line splices skipped)."""
+        text = self.text
+        while i < len(text):
+            if text[i] in " \t\r\n\f\v":
+                i += 1
+            elif text[i] == "\\" and text[i + 1 : i + 2] == "\n":
+                i += 2
+            elif i in self.comments:
+                i = self.comments[i]
+            else:
+                break
+        return i
+
+
+def _cpp_decode(text: str, literal: _CppLiteral) -> tuple[list[str], list[int]]:
+    """The characters of a literal and the offset each was written at."""
+    if literal.raw:
+        return list(text[literal.body : literal.body_end]), list(range(literal.body, literal.body_end))
+    chars: list[str] = []
+    offsets: list[int] = []
+    k = literal.body
+    end = literal.body_end
+    while k < end:
+        ch = text[k]
         if ch != "\\":
             chars.append(ch)
-            positions.append(pos)
-            cur.advance()
+            offsets.append(k)
+            k += 1
             continue
-        esc = cur.peek(1)
+        esc = text[k + 1 : k + 2]
         if esc == "\n":  # line splice
-            cur.advance(2)
-        elif esc in _CPP_SIMPLE_ESCAPES:
+            k += 2
+            continue
+        if esc in _CPP_SIMPLE_ESCAPES:
             chars.append(_CPP_SIMPLE_ESCAPES[esc])
-            positions.append(pos)
-            cur.advance(2)
-        elif esc in "01234567" and esc != "":
-            digits = ""
-            while len(digits) < 3 and cur.peek(1 + len(digits)) in tuple("01234567"):
-                digits += cur.peek(1 + len(digits))
-            chars.append(chr(int(digits, 8)))
-            positions.append(pos)
-            cur.advance(1 + len(digits))
+            width = 2
+        elif esc and esc in _OCTAL:
+            width = 2
+            while width < 4 and k + width < end and text[k + width] in _OCTAL:
+                width += 1
+            chars.append(chr(int(text[k + 1 : k + width], 8)))
         elif esc == "x":
-            digits = ""
-            while cur.peek(2 + len(digits)) != "" and _is_hex(cur.peek(2 + len(digits))):
-                digits += cur.peek(2 + len(digits))
-            if digits:
-                chars.append(chr(min(int(digits, 16), 0x10FFFF)))
-                positions.append(pos)
-            cur.advance(2 + len(digits))
+            width = 2
+            while k + width < end and _is_hex(text[k + width]):
+                width += 1
+            chars.append(chr(min(int(text[k + 2 : k + width], 16), 0x10FFFF)) if width > 2 else "x")
         elif esc in ("u", "U"):
-            width = 4 if esc == "u" else 8
-            digits = text[cur.i + 2 : cur.i + 2 + width]
-            if len(digits) == width and _is_hex(digits) and int(digits, 16) < 0x110000:
+            digits = text[k + 2 : k + 2 + (4 if esc == "u" else 8)]
+            if len(digits) == (4 if esc == "u" else 8) and _is_hex(digits) and int(digits, 16) < 0x110000:
                 chars.append(chr(int(digits, 16)))
-                positions.append(pos)
-                cur.advance(2 + width)
+                width = 2 + len(digits)
             else:
                 chars.append(esc)
-                positions.append(pos)
-                cur.advance(2)
+                width = 2
         else:
             # unknown escape: compilers warn and keep the character
             chars.append(esc)
-            positions.append(pos)
-            cur.advance(2)
-    end = cur.pos()
-    cur.advance()  # closing quote
-    return _CppToken("string", "".join(chars), positions, end)
+            width = 2
+        offsets.append(k)
+        k += width
+    return chars, offsets
+
+
+class _LineIndex:
+    """Offset -> 1-based (line, column), from the offsets where lines start."""
+
+    def __init__(self, text: str) -> None:
+        starts = [0]
+        k = text.find("\n")
+        while k >= 0:
+            starts.append(k + 1)
+            k = text.find("\n", k + 1)
+        self.starts = starts
+
+    def __call__(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset)
+        return (line, offset - self.starts[line - 1] + 1)
 
 
 def _cpp_sites(path: str, text: str, lines: list[str]) -> list[SchemaSite]:
     if "def" not in text and "TORCH_SELECTIVE_SCHEMA" not in text:
         return []
-    tokens = list(_cpp_tokens(text))
+    scan = _CppScan(text)
+    where = _LineIndex(text)
     sites = []
-    for i, tok in enumerate(tokens):
-        if tok.kind != "ident" or tok.value not in _CPP_CALLEES:
-            continue
-        if i + 2 >= len(tokens) or tokens[i + 1].value != "(" or tokens[i + 1].kind != "punct":
-            continue
-        j = i + 2
-        chars: list[str] = []
-        positions: list[tuple[int, int]] = []
-        end = (0, 0)
-        while j < len(tokens) and tokens[j].kind == "string":
-            chars.append(tokens[j].value)
-            positions.extend(tokens[j].positions)
-            end = tokens[j].end
-            j += 1
-        if j == i + 2:
-            continue
-        positions.append(end)
-        sites.append(SchemaSite(path, "".join(chars), tuple(positions), CONTEXT_CPP, lines))
-    return sites
+    for lo, hi in scan.code:
+        for callee in _CPP_CALLEES:
+            k = text.find(callee, lo, hi)
+            while k >= 0:
+                after = k + len(callee)
+                if (k == 0 or not _is_ident_char(text[k - 1])) and not _is_ident_char(text[after : after + 1] or " "):
+                    site = _cpp_call(scan, where, path, lines, after)
+                    if site is not None:
+                        sites.append((k, site))
+                k = text.find(callee, after, hi)
+    sites.sort(key=lambda item: item[0])
+    return [site for _, site in sites]
+
+
+def _cpp_call(scan: _CppScan, where: _LineIndex, path: str, lines: list[str], after_callee: int) -> SchemaSite | None:
+    text = scan.text
+    k = scan.skip_blank(after_callee)
+    if text[k : k + 1] != "(":
+        return None
+    k = scan.skip_blank(k + 1)
+    if k not in scan.literals:
+        return None
+    chars: list[str] = []
+    offsets: list[int] = []
+    end = k
+    while k in scan.literals:  # adjacent literals are one string
+        literal = scan.literals[k]
+        decoded, at = _cpp_decode(text, literal)
+        chars.extend(decoded)
+        offsets.extend(at)
+        end = literal.body_end
+        k = scan.skip_blank(literal.end)
+    positions = tuple(where(o) for o in offsets) + (where(end),)
+    return SchemaSite(path, "".join(chars), positions, CONTEXT_CPP, lines)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -495,52 +524,51 @@ _CUSTOM_OP_FUNCS = frozenset(
     {"torch.library.custom_op", "torch._library.custom_ops.custom_op", "torch.library.triton_op", "torch._library.triton.triton_op"}
 )
 _PARSE_SCHEMA_FUNCS = frozenset({"torch._C.parse_schema"})
+_LIBRARY_FACTORIES = frozenset({"Library", "_scoped_library"})
+# A file mentions one of these or holds no schema site (checked before paying for ast.parse).
+_PYTHON_WORDS = ("define(", ".define", "custom_op", "triton_op", "parse_schema")
 
 _Folded = tuple[str, tuple[tuple[int, int], ...]]  # text and per-character positions (no end entry)
 
 
 def _python_sites(path: str, text: str, lines: list[str]) -> tuple[list[SchemaSite], list[Problem]]:
-    if "define" not in text and "custom_op" not in text and "triton_op" not in text and "parse_schema" not in text:
+    if not any(word in text for word in _PYTHON_WORDS):
         return [], []
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
-        return [], [Problem(path, line, col, f"cannot read Python source: {exc.msg}")]
+        return [], [Problem(path, line, col, f"cannot read Python source ({exc.msg}); its schemas were not checked", "warning")]
     except ValueError as exc:  # e.g. NUL bytes in the source
-        return [], [Problem(path, 1, 1, f"cannot read Python source: {exc}")]
-    try:
-        strings = _python_string_tokens(text)
-    except (tokenize.TokenError, SyntaxError):  # pragma: no cover - ast accepted the text
-        strings = {}
-    reader = _PythonReader(path, lines, strings, tree)
+        return [], [Problem(path, 1, 1, f"cannot read Python source ({exc}); its schemas were not checked", "warning")]
+    reader = _PythonReader(path, lines, tree)
     return reader.sites, []
 
 
-def _python_string_tokens(text: str) -> dict[tuple[int, int], tokenize.TokenInfo]:
-    """STRING tokens by their (line, 0-based character column) start."""
-    found = {}
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type == tokenize.STRING:
-            found[tok.start] = tok
-    return found
-
-
 class _PythonReader:
-    def __init__(self, path: str, lines: list[str], strings: dict[tuple[int, int], tokenize.TokenInfo], tree: ast.Module) -> None:
+    def __init__(self, path: str, lines: list[str], tree: ast.Module) -> None:
         self.path = path
         self.lines = lines
-        self.strings = strings
-        self.string_starts = sorted(strings)
-        self.aliases = _import_aliases(tree)
+        self.aliases: dict[str, str] = {}
         self.constants = _module_constants(tree)
-        found: list[tuple[tuple[int, int], SchemaSite]] = []
+        # One walk collects imports, Library bindings and calls; calls are resolved afterwards, once every
+        # import and binding of the file is known.
+        calls: list[ast.Call] = []
+        bindings: list[ast.AST] = []
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                site = self._call(node)
-                if site is not None:
-                    found.append(((node.lineno, node.col_offset), site))
+                calls.append(node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                _add_import_aliases(node, self.aliases)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.withitem, ast.arg)):
+                bindings.append(node)
+        self.libraries = self._library_bindings(bindings)
+        found: list[tuple[tuple[int, int], SchemaSite]] = []
+        for call in calls:
+            site = self._call(call)
+            if site is not None:
+                found.append(((call.lineno, call.col_offset), site))
         found.sort(key=lambda item: item[0])  # ast.walk is breadth-first; report in file order
         self.sites = [site for _, site in found]
 
@@ -554,16 +582,55 @@ class _PythonReader:
         parts.append(self.aliases.get(func.id, func.id))
         return ".".join(reversed(parts))
 
+    def _is_library_call(self, node: ast.expr) -> bool:
+        """``Library(...)`` / ``torch.library.Library(...)`` / ``_scoped_library(...)``, however imported."""
+        if not isinstance(node, ast.Call):
+            return False
+        qualified = self._qualified(node.func) or ""
+        return qualified.rpartition(".")[2] in _LIBRARY_FACTORIES
+
+    def _library_bindings(self, nodes: list[ast.AST]) -> set[str]:
+        """Dotted names bound to a Library: ``lib = Library(...)``, ``self.lib = ...``, ``with ... as lib``,
+        parameters annotated ``Library``."""
+        bound: set[str] = set()
+        for node in nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and self._is_library_call(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound.update(name for name in map(_dotted, targets) if name)
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None and self._is_library_call(node.context_expr):
+                name = _dotted(node.optional_vars)
+                if name:
+                    bound.add(name)
+            elif isinstance(node, ast.arg) and node.annotation is not None:
+                annotation = _dotted(node.annotation) or ""
+                if annotation.rpartition(".")[2] == "Library":
+                    bound.add(node.arg)
+        return bound
+
+    def _is_library(self, receiver: ast.expr) -> bool:
+        if self._is_library_call(receiver):
+            return True
+        name = _dotted(receiver)
+        if name is None:
+            return False
+        # a name bound to a Library in this file, or one named like a library (lib, my_lib, self._LIB):
+        # ScriptModule.define(source) and other unrelated .define methods are left alone
+        return name in self.libraries or "lib" in name.rpartition(".")[2].lower()
+
     def _call(self, node: ast.Call) -> SchemaSite | None:
         qualified = self._qualified(node.func)
         if qualified in _LIBRARY_DEFINE_FUNCS:
+            first = node.args[0] if node.args else None
+            if first is not None and not any(kw.arg == "qualname" for kw in node.keywords) and self._fold(first, depth=0) is None:
+                # the old overload torch.library.define(lib, schema): a whole named schema
+                return self._site(_argument(node, 1, "schema"), CONTEXT_LIBRARY_DEFINE)
             return self._site(_argument(node, 1, "schema"), CONTEXT_TORCH_LIBRARY_DEFINE)
         if qualified in _CUSTOM_OP_FUNCS:
             return self._site(_argument(node, None, "schema"), CONTEXT_CUSTOM_OP)
         if qualified in _PARSE_SCHEMA_FUNCS:
             return self._site(_argument(node, 0, "schema"), CONTEXT_PARSE_SCHEMA)
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "define":
-            # Library.define(schema, alias_analysis="", *, tags=()) on any receiver that is not the module
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "define" and self._is_library(node.func.value):
+            # Library.define(schema, alias_analysis="", *, tags=())
             return self._site(_argument(node, 0, "schema"), CONTEXT_LIBRARY_DEFINE)
         return None
 
@@ -603,31 +670,53 @@ class _PythonReader:
         return None
 
     def _literal(self, node: ast.Constant) -> _Folded:
-        """Decode the literal's STRING tokens (implicit concatenation included) with positions."""
+        """Decode the literal's STRING tokens (implicit concatenation included) with positions.
+
+        Only the literal's own source is tokenized, wrapped in parentheses so that a concatenation over
+        several lines tokenizes on its own; token positions are shifted back to the file's.
+        """
         start_line, start_col = self._start(node)
+        value = node.value
         end_line = node.end_lineno or start_line
-        end_col = start_col
-        if node.end_col_offset is not None and 0 < end_line <= len(self.lines):
-            line = self.lines[end_line - 1]
-            end_col = len(line.encode("utf-8")[: node.end_col_offset].decode("utf-8", errors="replace")) + 1
+        if node.end_col_offset is None or not 0 < start_line <= end_line <= len(self.lines):
+            return value, tuple((start_line, start_col) for _ in value)
+        segment = self.lines[start_line - 1 : end_line]
+        segment[-1] = segment[-1].encode("utf-8")[: node.end_col_offset].decode("utf-8", errors="replace")
+        segment[0] = segment[0][start_col - 1 :]
         chars: list[str] = []
         positions: list[tuple[int, int]] = []
-        first = bisect.bisect_left(self.string_starts, (start_line, start_col - 1))
-        for row, col in self.string_starts[first:]:
-            if (row, col + 1) >= (end_line, end_col):
-                break
-            tok = self.strings[(row, col)]
-            decoded = _decode_python_string(tok.string, row, col + 1)
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO("(" + "\n".join(segment) + ")").readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        for tok in tokens:
+            if tok.type != tokenize.STRING:
+                continue
+            row, col = tok.start
+            line = start_line + row - 1
+            column = col + 1 + (start_col - 2 if row == 1 else 0)  # the '(' we added shifts line 1 by one
+            decoded = _decode_python_string(tok.string, line, column)
             if decoded is None:
                 break
             chars.extend(decoded[0])
             positions.extend(decoded[1])
-        value = node.value
         if "".join(chars) != value:
             # Our decoding disagrees with Python's (should not happen): keep Python's text and point
             # every character at the start of the literal rather than at a wrong column.
             return value, tuple((start_line, start_col) for _ in value)
         return value, tuple(positions)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
 
 
 def _argument(node: ast.Call, index: int | None, keyword: str) -> ast.expr | None:
@@ -639,18 +728,15 @@ def _argument(node: ast.Call, index: int | None, keyword: str) -> ast.expr | Non
     return None
 
 
-def _import_aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted origin for every import in the module (scopes are not distinguished)."""
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return aliases
+def _add_import_aliases(node: ast.Import | ast.ImportFrom, aliases: dict[str, str]) -> None:
+    """Record local name -> dotted origin for one import (scopes are not distinguished)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                aliases[alias.asname] = alias.name
+    elif node.module and node.level == 0:
+        for alias in node.names:
+            aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
