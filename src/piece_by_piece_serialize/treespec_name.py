@@ -93,8 +93,6 @@ LEGACY_MESSAGE = (
     "is refused; call tree_spec_from_legacy_name_unsafe(name) only for a name from a trusted source"
 )
 
-
-
 _PYTREE: Any = None
 
 
@@ -113,7 +111,7 @@ _NATIVE_TYPES: tuple[Any, ...] = (tuple, list, dict, OrderedDict, defaultdict, d
 _KEYED_TYPES: tuple[Any, ...] = (dict, OrderedDict, defaultdict)
 
 
-def _EncodeError(msg: str, subject: str) -> TreeSpecNameError:
+def _encode_error(msg: str, subject: str) -> TreeSpecNameError:
     """An encoding error; its source line is the offending type's name, so the caret points at it."""
     return TreeSpecNameError(msg, subject, 0)
 
@@ -176,10 +174,10 @@ def _ref_for(obj: Any, what: str, how: str) -> str:
         if name is not None:
             return name
     if _pytree().SERIALIZED_TYPE_TO_PYTHON_TYPE.get(path, obj) is not obj:
-        raise _EncodeError(f"cannot encode {what} {path}: a different type is registered under that name; {how}",
+        raise _encode_error(f"cannot encode {what} {path}: a different type is registered under that name; {how}",
                            path)
     if _resolve_path(path) is not obj:
-        raise _EncodeError(f"cannot encode {what} {path}: it is not reachable as module.qualname from a loaded "
+        raise _encode_error(f"cannot encode {what} {path}: it is not reachable as module.qualname from a loaded "
                            f"module; {how}", path)
     return path
 
@@ -193,7 +191,7 @@ _HOW_NAMEDTUPLE = ("define it at module level, or register it with torch.utils._
                    "serialized_type_name=...)")
 _HOW_NODE = ("register it with torch.utils._pytree.register_pytree_node(cls, ..., serialized_type_name=...) and, "
              "for a context that is not made of plain values, to_dumpable_context/from_dumpable_context")
-_HOW_FACTORY = "use a module-level function or class as the default factory"
+_HOW_FACTORY = "use a class defined at module level (list, dict, int, ... or your own) as the default factory"
 _HOW_ENUM = "define the Enum class at module level"
 
 
@@ -232,7 +230,7 @@ def _to_const(value: Any, what: str, how: str = "") -> Const:
             try:
                 str(v)
             except ValueError:
-                raise _EncodeError(f"cannot encode {what}: integer has more than 4300 digits", "int") from None
+                raise _encode_error(f"cannot encode {what}: integer has more than 4300 digits", "int") from None
             out.append(IntConst(v))
         elif t is float:
             out.append(FloatConst(repr(v)))
@@ -241,12 +239,12 @@ def _to_const(value: Any, what: str, how: str = "") -> Const:
         elif t is tuple or t is list or t is dict:
             depth_guard += 1
             if depth_guard > 100_000:
-                raise _EncodeError(f"cannot encode {what}: too many nested containers", t.__name__)
+                raise _encode_error(f"cannot encode {what}: more than 100000 containers", t.__name__)
             stack.append((v, True))
             children = [x for kv in v.items() for x in kv] if t is dict else list(v)
             stack.extend((x, False) for x in reversed(children))
         else:
-            raise _EncodeError(
+            raise _encode_error(
                 f"cannot encode {what}: a value of type {_path_of(t)} is not a plain value (None, bool, int, float, "
                 f"str, Enum member, or a tuple, list or dict of these){'; ' + how if how else ''}", _path_of(t))
     return out[0]
@@ -319,10 +317,10 @@ def _custom_context(spec: TreeSpec, node_type: Any, where: str) -> Const | None:
             plain = json.loads(json.dumps(dumped))
             back = entry.from_dumpable_context(plain)
         except Exception as exc:  # a user hook failed: report it with the type it belongs to
-            raise _EncodeError(f"cannot encode the context of {where}: its dumpable-context hooks raised "
+            raise _encode_error(f"cannot encode the context of {where}: its dumpable-context hooks raised "
                                f"{type(exc).__name__}: {exc}", where) from exc
         if back != context:
-            raise _EncodeError(f"cannot encode the context of {where}: from_dumpable_context(to_dumpable_context("
+            raise _encode_error(f"cannot encode the context of {where}: from_dumpable_context(to_dumpable_context("
                                "context)) does not give the context back", where)
         return None if plain is None else _to_const(plain, f"the context of {where}")
     if context is None:
@@ -385,6 +383,11 @@ def _spec_to_ast(spec: TreeSpec) -> Node:
             node = OrderedDictNode(_keys_ast(ctx, "an OrderedDict key"), tuple(kids))
         elif t is ddict_t:
             factory, keys = ctx
+            if not isinstance(factory, type):
+                # A name may only hand back classes: a function factory would run on the first missing key.
+                where = _path_of(factory)
+                raise _encode_error(f"cannot encode defaultdict factory {where}: it is not a class; {_HOW_FACTORY}",
+                                    where)
             node = DefaultDictNode(_ref_for(factory, "defaultdict factory", _HOW_FACTORY),
                                    _keys_ast(keys, "a defaultdict key"), tuple(kids))
         elif t is deque_t:
@@ -394,7 +397,7 @@ def _spec_to_ast(spec: TreeSpec) -> Node:
         else:
             if t not in supported:
                 where = _path_of(t)
-                raise _EncodeError(f"cannot encode a node of type {where}: it is not a registered pytree node; "
+                raise _encode_error(f"cannot encode a node of type {where}: it is not a registered pytree node; "
                                    f"{_HOW_NODE}", where)
             ref = _ref_for(t, "pytree node type", _HOW_NODE)
             node = CustomNode(ref, _custom_context(s, t, ref), tuple(kids))
@@ -518,9 +521,9 @@ def _build(ast: Name, text: str) -> TreeSpec:
             spec = TreeSpec(odict_t, _dict_keys(node.keys, text, pos), kids)
         elif t is DefaultDictNode:
             factory = _resolve_ref(node.factory)
-            if factory is None or not callable(factory):
+            if not isinstance(factory, type):  # only classes: a function would run on the first missing key
                 raise TreeSpecNameError(f"unknown defaultdict factory '{node.factory}': no loaded module defines "
-                                        "it", text, pos)
+                                        "a class by that name", text, pos)
             _check_ref(factory, node.factory, "defaultdict factory", _HOW_FACTORY, text, pos)
             spec = TreeSpec(ddict_t, [factory, _dict_keys(node.keys, text, pos)], kids)
         elif t is DequeNode:

@@ -204,10 +204,23 @@ def test_local_namedtuple_error_names_it_and_the_fix() -> None:
         pytree._deregister_pytree_node(Local)
 
 
-def test_lambda_factory_error() -> None:
-    _, spec = pytree.tree_flatten(defaultdict(lambda: 0, {"a": 1}))
-    with pytest.raises(TreeSpecNameError, match="defaultdict factory .*<lambda>.*module-level function"):
+def _make_list() -> list:
+    return []
+
+
+@pytest.mark.parametrize("factory", [lambda: 0, _make_list], ids=["lambda", "module_function"])
+def test_defaultdict_factory_must_be_a_class(factory: object) -> None:
+    _, spec = pytree.tree_flatten(defaultdict(factory, {"a": 1}))
+    with pytest.raises(TreeSpecNameError, match="^cannot encode defaultdict factory .*: it is not a class; use a "
+                                                "class defined at module level"):
         tree_spec_as_name(spec, 1)
+
+
+@pytest.mark.parametrize("name", ["___v1_DD_posix__fork_D_E", "___v1_DD_exit_D_E", "___v1_DD_os__system_D_E"])
+def test_decoded_factories_are_classes_only(name: str) -> None:
+    # A function factory would run on the first missing key of the rebuilt defaultdict.
+    with pytest.raises(TreeSpecNameError, match="^unknown defaultdict factory .*defines a class by that name"):
+        tree_spec_from_name(name)
 
 
 class _Unregistered:
