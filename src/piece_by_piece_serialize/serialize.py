@@ -37,7 +37,7 @@ from __future__ import annotations
 import collections
 import copy
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _caches
 from .type_info import (
@@ -54,6 +54,9 @@ from .type_info import (
     TypeInfo,
     _parse_cached,
 )
+
+if TYPE_CHECKING:  # annotations only: torch is imported on first use (see _setup)
+    from torch import Tensor
 
 __all__ = [
     "choose_kwargs_for_dynamic_shapes",
@@ -182,7 +185,7 @@ def _expand_caches(leaves: List[Any], caches: List[int], what: str) -> List[Any]
     return out
 
 
-def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Any, List[Any]]:
+def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor, List[Tensor]]:
     """Flatten one argument into what a custom operator accepts.
 
     Accepts any value; ``name`` (the argument's name or position) and ``schema`` only make error
@@ -280,7 +283,7 @@ def serialize_args(
     kwargs: Optional[Dict[str, Any]],
     schema: str,
     args_names: Optional[List[str]] = None,
-) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+) -> Tuple[Tuple[Tensor, ...], Dict[str, Tensor]]:
     """Flatten positional and keyword arguments before calling a custom operator.
 
     Accepts ``args`` (a tuple or list of positional arguments, or a single tensor), ``kwargs`` (``None``,
@@ -476,7 +479,7 @@ def _is_empty_marker(x: Any) -> bool:
 
 
 def deserialize_args(
-    res: List[Any],
+    res: List[Tensor],
     expected_types: List[str],
     clone: bool = False,
     return_n_args: bool = False,
@@ -521,7 +524,7 @@ def deserialize_args(
 
 
 def deserialize_args_kwargs(
-    args: List[Any],
+    args: List[Tensor],
     kwargs: Dict[str, Any],
     expected_types: Tuple[List[str], List[str]],
     clone: bool = False,
