@@ -426,6 +426,11 @@ def _cpp_decode(text: str, literal: _CppLiteral) -> tuple[list[str], list[int]]:
         if esc == "\n":  # line splice
             k += 2
             continue
+        if not esc:  # an unterminated literal ending in a backslash: keep it as written
+            chars.append(ch)
+            offsets.append(k)
+            k += 1
+            continue
         if esc in _CPP_SIMPLE_ESCAPES:
             chars.append(_CPP_SIMPLE_ESCAPES[esc])
             width = 2
