@@ -23,6 +23,10 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ._grammar import build_parser
+
+# Token classes the transformer recognises. lark-cython's plugin yields its own Token class (add it here to run
+# under that engine; measured slower than pure lark with this embedded transformer, so it is not used).
+_TOKENS: tuple = (Token,)
 from ._schema_ast import (
     MAX_TYPE_DEPTH,
     AliasInfo,
@@ -462,7 +466,7 @@ def _raw_text(raw: _Raw) -> str:
         return "[" + ", ".join(_raw_text(item) for item in payload) + "]"
     if form == "number":
         return ("-" if payload[0] is not None else "") + payload[1].value
-    return payload.value if isinstance(payload, Token) else str(payload)
+    return payload.value if isinstance(payload, _TOKENS) else str(payload)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -645,7 +649,7 @@ class _ToAst(Transformer):
         arguments: List[Argument] = []
         kwarg_only = vararg = seen_default = False
         for item in c:
-            if isinstance(item, Token):  # COMMA
+            if isinstance(item, _TOKENS):  # COMMA
                 continue
             if vararg:
                 raise _Fail("'...' must be the last parameter", item[1] if item[0] != "arg" else item[4])
@@ -694,7 +698,7 @@ class _ToAst(Transformer):
     def sized_arg_type(self, c):
         (elem, start, _), number, rsqb = c[0], c[2], c[3]
         alias, end = _alias_end(c, 4, rsqb.end_pos)
-        optional = isinstance(c[-1], Token) and c[-1].type == "QMARK"
+        optional = isinstance(c[-1], _TOKENS) and c[-1].type == "QMARK"
         if optional:
             end = c[-1].end_pos
         size = _stoll(number.value, number.start_pos)
@@ -724,7 +728,7 @@ class _ToAst(Transformer):
         returns: List[Return] = []
         varret = False
         for item in c:
-            if isinstance(item, Token):
+            if isinstance(item, _TOKENS):
                 continue
             if varret:
                 raise _Fail("'...' must be the last return", item.span[0] if isinstance(item, Return) else item[1])
@@ -856,7 +860,7 @@ class _ToAst(Transformer):
         sets = [x for x in c if isinstance(x, list)]
         before = tuple(sets[0])
         after = tuple(sets[1]) if len(sets) > 1 else before
-        is_write = any(isinstance(x, Token) and x.type == "BANG" for x in c)
+        is_write = any(isinstance(x, _TOKENS) and x.type == "BANG" for x in c)
         return AliasInfo(before, after, is_write), c[-1].end_pos
 
     def fresh_alias(self, c):
@@ -1030,7 +1034,7 @@ def _context(stack: Optional[list]) -> str:
     if not stack:
         return " at the start"
     top = stack[-1]
-    if isinstance(top, Token):
+    if isinstance(top, _TOKENS):
         return f" after '{top.value}'" if top.type != "NEWLINE" else " after a newline"
     if isinstance(top, tuple) and top:
         head = top[0]
