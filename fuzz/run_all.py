@@ -89,9 +89,9 @@ def parse_log(text: str, result: Result) -> None:
             if execs is not None:
                 result.executions = max(execs, result.executions or 0)
         if line.startswith("stat::number_of_executed_units:"):
-            result.executions = _int_after(line, ":")
-        if line.startswith("Done ") and " runs in " in line:
-            result.executions = _int_after(line, "Done")
+            result.executions = _int_after(line, "stat::number_of_executed_units:")
+        elif line.startswith("Done ") and " runs in " in line:
+            result.executions = _int_after(line, "Done ")
         if line.startswith("[") and "] counters:" in line:
             in_counters = True
             result.counters.append(line)
