@@ -225,16 +225,15 @@ class _Reader:
 
 def _iter_sites(reader: _Reader, paths: Sequence[str], quiet: bool) -> Iterator[tuple[list[SchemaSite], list[Finding]]]:
     files = reader.expand(paths)
-    with Progress(len(files), "reading", quiet=quiet) as progress:
+    with Progress(len(files), "checking files", quiet=quiet) as progress:
         for path, kind in files:
             item = reader.read(path, kind)
+            if item is not None:
+                sites, problems = read_sites(item.path, item.text, item.kind)
+                lines = sites[0].lines if sites else item.text.split("\n")
+                progress.clear()  # findings are printed while the caller consumes this item
+                yield [s for s in sites if not is_name_only(s)], [_problem_finding(p, lines) for p in problems]
             progress.advance()
-            if item is None:
-                continue
-            sites, problems = read_sites(item.path, item.text, item.kind)
-            lines = sites[0].lines if sites else item.text.split("\n")
-            progress.clear()
-            yield [s for s in sites if not is_name_only(s)], [_problem_finding(p, lines) for p in problems]
 
 
 def _emit(finding: Finding, fmt: str) -> None:
