@@ -89,8 +89,9 @@ def test_bare_operator_name():
     assert info.value.pos == len("aten::add.Tensor")
     assert parse_operator_name("aten::add.Tensor") == OperatorName("aten", "add", "Tensor")
     assert str(parse_operator_name(" ns :: op ")) == "ns::op"
-    with pytest.raises(SchemaError):
+    with pytest.raises(SchemaError) as info:
         parse_operator_name("ns::op() -> ()")
+    assert info.value.msg == "expected only an operator name, got a whole schema"
 
 
 def test_typevars_option_and_torchs_aten_prefix_rule():

@@ -66,6 +66,7 @@ ACCEPTED_BY_TORCH = (
     "the index must be at most 127",  # torch wraps the device index to int8 and prints cuda:-128
     "does not fit a 32-bit int",  # torch wraps int[N] to a negative size it cannot print back
     "at most 4096 are supported",  # int[N] x=v allocates N copies
+    "cannot carry an alias annotation",  # Union(tuple, None)(a): torch annotates the optional tuple
 )
 # Inputs torch cannot be asked about: its recursive parser overflows the C stack near 5,000 levels; ours stops
 # at 100 with a SchemaError (the corpus cases nest 150 deep, which torch does parse).
