@@ -214,7 +214,7 @@ class _Reader:
         if path == "-":
             return _Input("<stdin>", kind, sys.stdin.read())
         try:
-            with open(path, encoding="utf-8", newline=None) as handle:
+            with open(path, encoding="utf-8-sig", newline=None) as handle:  # a BOM is not part of line 1
                 return _Input(path, kind, handle.read())
         except UnicodeDecodeError as exc:
             self._io_error(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})")

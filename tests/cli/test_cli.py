@@ -449,3 +449,11 @@ def test_demo(capsys):
     assert "  parsed:                 4374/4374" in lines
     assert "decoded spec equal: True; rebuilt input equal: True" in lines
     assert any(line.startswith("name (") and "input_ids" in line for line in lines)
+
+
+def test_byte_order_mark_does_not_shift_columns(capsys, tmp_path):
+    path = tmp_path / "bom.py"
+    path.write_bytes(b'\xef\xbb\xbfimport torch\nlib = torch.library.Library("m", "DEF")\nlib.define("f(int x,) -> ()")\n')
+    code, out, _ = cli(capsys, "schema", "check", "--quiet", str(path))
+    assert code == 1
+    assert out.splitlines()[0].startswith(f"{path}:3:21: error: ")
