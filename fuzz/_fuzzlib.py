@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -165,14 +166,32 @@ class Stats:
     process from C++ and this is the only moment a Python harness gets to report.
     """
 
+    # libFuzzer ends a run that reached -max_total_time with C exit(), which skips Python's atexit: the
+    # counters are therefore also written every DUMP_EVERY inputs to the file named by $PBP_FUZZ_STATS
+    # (fuzz/run_all.py sets it and reads it back).
+    DUMP_EVERY = 256
+
     def __init__(self, title: str) -> None:
         self.title = title
         self.counts: Counter[str] = Counter()
         self._registered = False
+        self._inputs = 0
 
     def add(self, key: str, n: int = 1) -> None:
         """Count ``n`` more of ``key``."""
         self.counts[key] += n
+
+    def input_done(self) -> None:
+        """Count one input; every DUMP_EVERY inputs, write the counters to $PBP_FUZZ_STATS if set."""
+        self._inputs += 1
+        if self._inputs % self.DUMP_EVERY == 0:
+            self.dump()
+
+    def dump(self) -> None:
+        """Write the report to the file named by $PBP_FUZZ_STATS (no-op when unset)."""
+        path = os.environ.get("PBP_FUZZ_STATS")
+        if path:
+            Path(path).write_text(f"{self.report()}\n  inputs checked: {self._inputs}\n", encoding="utf-8")
 
     def report(self) -> str:
         """One line per counter, sorted by name."""
@@ -184,7 +203,7 @@ class Stats:
         """Print the counters on stderr when the process ends (once)."""
         if not self._registered:
             self._registered = True
-            atexit.register(lambda: print(self.report(), file=sys.stderr, flush=True))
+            atexit.register(lambda: (self.dump(), print(self.report(), file=sys.stderr, flush=True)))
 
 
 class CallCounter:

@@ -356,6 +356,7 @@ def _equal(a: object, b: object) -> bool:
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
     check(data)
+    STATS.input_done()
 
 
 def main() -> None:

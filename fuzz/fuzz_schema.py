@@ -103,6 +103,7 @@ def check(data: bytes) -> None:
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
     check(data)
+    STATS.input_done()
 
 
 def main() -> None:

@@ -130,7 +130,9 @@ def run_one(target: str, seconds: int, ci: bool, extra: list[str]) -> Result:
     cmd += [str(corpus), *(str(s) for s in seeds if s.is_dir() and any(s.iterdir()))]
     log = work / "log.txt"
     print(f"=== {target}: {seconds}s", flush=True)
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    stats_file = work / "counters.txt"
+    stats_file.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONHASHSEED="0", PBP_FUZZ_STATS=str(stats_file))
     with log.open("w", encoding="utf-8") as out:
         # The wall time is only a guard against a harness that ignores -max_total_time (startup loads
         # torch and replays the seeds, so allow generously beyond the fuzzing time).
@@ -141,6 +143,9 @@ def run_one(target: str, seconds: int, ci: bool, extra: list[str]) -> Result:
             returncode = -9
     result = Result(target, returncode, log=log)
     parse_log(log.read_text(encoding="utf-8", errors="replace"), result)
+    if not result.counters and stats_file.is_file():
+        # a run that ended normally (libFuzzer's exit skips Python's atexit): the last periodic dump
+        result.counters = stats_file.read_text(encoding="utf-8").splitlines()
     result.findings = sorted(
         p for p in findings.iterdir() if p.name not in before and p.name.startswith(ARTIFACT_PREFIXES)
     )
