@@ -531,6 +531,8 @@ def _union(members: List[Type], pos: int) -> Type:
             if m not in flat:
                 flat.append(m)
     names = {t.name for t in flat if isinstance(t, BaseType)}
+    if "AnyClassType" in names:  # it absorbs every custom class
+        flat = [t for t in flat if not isinstance(t, ClassType)]
     if "Any" in names:
         flat = [BaseType("Any")]
     elif "Scalar" in names:
@@ -592,7 +594,8 @@ def _renumber(t: Type, counter: List[int]) -> Type:
 
 
 
-_FRESH = AliasInfo(("$",), (), True)  # placeholder for "!", numbered per schema by _renumber
+_FRESH = AliasInfo(("$",), (), True)
+_NONE = BaseType("NoneType")  # placeholder for "!", numbered per schema by _renumber
 
 # ---------------------------------------------------------------------------------------------------------------
 # The transformer. Callbacks are named after the grammar's rules and aliases and run inside the LALR parser.
@@ -769,6 +772,9 @@ class _ToAst(Transformer):
         end = c[1].end_pos
         if isinstance(elem, OptionalType):  # torch: T?? is T?
             return elem, start, end
+        if isinstance(elem, UnionType) and _NONE in elem.members:
+            # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
+            elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias)
         if isinstance(elem, BaseType) and elem.name == "NoneType":
             # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
             raise _Fail("'NoneType?' is not a type (None is already optional)", start)
