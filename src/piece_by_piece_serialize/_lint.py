@@ -130,8 +130,9 @@ def _context_rules(schema: FunctionSchema, text: str, context: str) -> Iterator[
             f"{context} takes the schema without the operator name, like '(Tensor x) -> Tensor'",
         )
     if context == CONTEXT_TORCH_LIBRARY_DEFINE:
-        # torch.library.define checks the raw string with re.fullmatch(r"\(.*\) -> .*") before parsing it:
-        # it must start with '(' and hold ") -> " on a single line. Mirror that test exactly.
+        # torch.library.define tests the raw string against the pattern `\(.*\) -> .*` (a full match, where "."
+        # never matches a newline) before parsing it: the text must start with '(' and hold ") -> " on a single
+        # line. Mirror that test exactly.
         newline = text.find("\n")
         if newline >= 0:
             yield Lint(newline, "error", "define-format", "torch.library.define rejects a schema that spans several lines")
