@@ -41,10 +41,6 @@ class Triple(NamedTuple):
     c: Any
 
 
-def _factory() -> list[Any]:
-    return []
-
-
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.bool]
 SHAPES = [(), (1,), (3,), (2, 3), (0, 4), (1, 2, 1)]
 
@@ -81,7 +77,7 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.dictionaries(plain_keys, tensors(), min_size=1, max_size=4),  # the compact dict__ form
         st.lists(tensors(), max_size=4),  # the compact list__ form
         st.dictionaries(keys, children, max_size=3).map(lambda d: collections.OrderedDict(d)),
-        st.dictionaries(plain_keys, children, max_size=3).map(lambda d: collections.defaultdict(_factory, d)),
+        st.dictionaries(plain_keys, children, max_size=3).map(lambda d: collections.defaultdict(list, d)),
         st.tuples(small, st.one_of(st.none(), st.integers(0, 5))).map(
             lambda p: collections.deque(p[0], maxlen=max(p[1], len(p[0])) if p[1] is not None else None)
         ),
