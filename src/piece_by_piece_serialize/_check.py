@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._progress import Progress
+from .cli import PROG
+from .errors import PbpSyntaxError
 from ._sources import NAMELESS, TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
 
-__all__ = ["Finding", "check_command", "format_command", "names_command", "render_text"]
+__all__ = ["Finding", "check_command", "check_torch", "format_command", "names_command", "print_argument_error", "render_text"]
 
-PROG = "pbp-serialize"
 # Folders never worth walking into when looking for schemas.
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
 # Long source lines are shown as a window around the caret, as SchemaError.caret() does.
@@ -350,7 +351,7 @@ def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
     texts = [str(s) for s in schemas]
     lines = _TorchLines(texts)
     return [
-        (s, SchemaSite("<torch>", text, _LinePositions(i, len(text)), "parse_schema", lines))  # type: ignore[arg-type]
+        (s, SchemaSite("<torch>", text, _LinePositions(i, len(text)), "parse_schema", lines))
         for i, (s, text) in enumerate(zip(schemas, texts), 1)
     ]
 
@@ -449,6 +450,12 @@ def format_command(paths: Sequence[str], *, check: bool, quiet: bool) -> int:
     return 1 if errors or not_canonical else 0
 
 
+def print_argument_error(label: str, exc: PbpSyntaxError) -> None:
+    """An error in a command-line argument, in the same ``where: error: message`` + caret form as files."""
+    print(f"{label}:{exc.lineno}:{exc.colno}: error: {exc.msg}", file=sys.stderr)
+    print(exc.caret(), file=sys.stderr)
+
+
 def names_command(text: str) -> int:
     """``schema names``: the argument names of one schema, one per line."""
     from .errors import SchemaError
@@ -457,8 +464,7 @@ def names_command(text: str) -> int:
     try:
         names = extract_names_from_schema(text)
     except SchemaError as exc:
-        print(f"<schema>:{exc.lineno}:{exc.colno}: error: {exc.msg}", file=sys.stderr)
-        print(exc.caret(), file=sys.stderr)
+        print_argument_error("<schema>", exc)
         return 1
     for name in names:
         print(name)

@@ -66,7 +66,7 @@ class SchemaSite:
 
     path: str
     text: str
-    positions: tuple[tuple[int, int], ...]
+    positions: Sequence[tuple[int, int]]
     context: str
     lines: Sequence[str]
 

@@ -163,22 +163,25 @@ def _cmd_name_decode(args: argparse.Namespace) -> int:
     from .errors import TreeSpecNameError
     from .type_info import pretty_type_info
 
+    from ._check import print_argument_error
+
     try:
         print(pretty_type_info(args.name))
     except TreeSpecNameError as exc:
-        _print_error("<name>", exc)
+        print_argument_error("<name>", exc)
         return 1
     return 0
 
 
 def _cmd_name_encode(args: argparse.Namespace) -> int:
+    from ._check import print_argument_error
     from ._structure import parse_structure
     from .errors import TreeSpecNameError
 
     try:
         structure = parse_structure(args.description)
     except TreeSpecNameError as exc:
-        _print_error("<description>", exc)
+        print_argument_error("<description>", exc)
         return 1
     from torch.utils._pytree import tree_flatten
 
@@ -197,14 +200,3 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import demo
 
     return demo(quiet=args.quiet)
-
-
-def _print_error(label: str, exc: Exception) -> None:
-    """An error on a command-line argument, in the same `where: error: message` + caret form as files."""
-    lineno = getattr(exc, "lineno", 1)
-    colno = getattr(exc, "colno", 1)
-    msg = getattr(exc, "msg", str(exc))
-    caret = exc.caret() if hasattr(exc, "caret") else ""
-    print(f"{label}:{lineno}:{colno}: error: {msg}", file=sys.stderr)
-    if caret:
-        print(caret, file=sys.stderr)
