@@ -153,6 +153,13 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
         _layers_limit(n // 2, count.start_pos or 0)
         return ti.DynamicCacheInfo((ti.LayerRun(n // 2, ti.CacheLayer(None, True)),) if n else ())
 
+    def legacy_blocked_cache(self, _name: Token, _sep: Token, keys: Token, _sep2: Token, values: Token) -> ti.TypeInfo:
+        raise _SemanticError(
+            f"DynamicCache__{keys}_{values} is the older spelling with all keys first, then all values; "
+            "it is not read, write the cache's type-info again with type_as_str_with_info",
+            0,
+        )
+
     def encoder_decoder_cache(
         self,
         _name: Token,
