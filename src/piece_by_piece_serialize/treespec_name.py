@@ -162,7 +162,8 @@ def _registered_name(cls: Any) -> str | None:
     if entry is None or entry.serialized_type_name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
         return None
     name = entry.serialized_type_name
-    return name if pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name) is cls else None
+    # An empty name cannot be spelled as a reference; such a class is referred to by its path instead.
+    return name if name and pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name) is cls else None
 
 
 def _ref_for(obj: Any, what: str, how: str) -> str:

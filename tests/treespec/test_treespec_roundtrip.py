@@ -160,3 +160,18 @@ def test_decode_is_cached_and_bounded() -> None:
     assert ("___v1_L_X3_E", limits) in treespec_name._CACHE
     clear_name_cache()
     assert not treespec_name._CACHE
+
+
+EDGE_KEYS = ["\ud800", "a\x00b", "Z", "aZ_b", "a_B", "E", "X", "N", "1abc", "a\n", "___", ".", "..", "a.", ".a", "a._b",
+             "a_.b", "a__", "ÿ", "\uffff", "\U0010ffff", 1e16, -0.0, 5e-324, float("-inf"), 0.1, -(10**4299),
+             10**4299, 0, ((),), ((((1,),),),)]
+
+
+@pytest.mark.parametrize("key", EDGE_KEYS, ids=[repr(k)[:20] for k in EDGE_KEYS])
+def test_edge_keys_round_trip(key: object) -> None:
+    leaves, spec = pytree.tree_flatten({key: 1, "n": 2})
+    name = tree_spec_as_name(spec, 2)
+    assert set(name) <= ALPHABET
+    n, decoded = decode_cold(name)
+    assert n == 2 and decoded == spec and list(decoded.context) == [key, "n"]
+    assert type(decoded.context[0]) is type(key)
