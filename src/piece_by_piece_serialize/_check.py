@@ -19,13 +19,13 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._progress import Progress
+from ._sources import NAMELESS, TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
 from .cli import PROG
 from .errors import PbpSyntaxError
-from ._sources import NAMELESS, TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
 
 __all__ = ["Finding", "check_command", "check_torch", "format_command", "names_command", "print_argument_error", "render_text"]
 
@@ -245,9 +245,7 @@ def _emit(finding: Finding, fmt: str) -> None:
 
 
 def _promote(finding: Finding, strict: bool) -> Finding:
-    if strict and finding.severity == "warning":
-        return Finding(finding.path, finding.line, finding.column, "error", finding.code, finding.message, finding.source_line, finding.schema)
-    return finding
+    return replace(finding, severity="error") if strict and finding.severity == "warning" else finding
 
 
 def check_command(paths: Sequence[str], *, strict: bool, fmt: str, quiet: bool) -> int:
@@ -282,19 +280,6 @@ def _plural(n: int, word: str) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # The embedded default: every schema registered in the installed torch
-
-
-class _TorchLines(Sequence[str]):
-    """The 'file' of the no-path run: line i is ``str()`` of torch's i-th registered schema."""
-
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def __getitem__(self, i: Any) -> Any:
-        return self.texts[i]
 
 
 class _LinePositions(Sequence[tuple[int, int]]):
@@ -348,10 +333,9 @@ def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
     import torch
 
     schemas = torch._C._jit_get_all_schemas()
-    texts = [str(s) for s in schemas]
-    lines = _TorchLines(texts)
+    texts = [str(s) for s in schemas]  # the 'file' of the no-path run: line i is the i-th schema
     return [
-        (s, SchemaSite("<torch>", text, _LinePositions(i, len(text)), "parse_schema", lines))
+        (s, SchemaSite("<torch>", text, _LinePositions(i, len(text)), "parse_schema", texts))
         for i, (s, text) in enumerate(zip(schemas, texts), 1)
     ]
 
