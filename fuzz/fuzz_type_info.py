@@ -334,20 +334,31 @@ def _verify(data: bytes, res: list[object], types: list[str], out: object, clone
                     STATS.add("OPEN list_item_as_tree_leaf hit (not verified)")
                     continue
                 raise fail(data, f"{tt!r} took a container item of res as a leaf: {group!r}")
-            leaves, spec = pytree.tree_flatten(obj)  # type: ignore[attr-defined]
-            # torch's own rebuild is the oracle for the structure (it rebuilds torch.Size as a tuple, ...)
-            own = pytree.tree_structure(pytree.tree_unflatten(list(leaves), tree.spec))  # type: ignore[attr-defined]
-            if spec != own or len(leaves) != tree.n_leaves:
-                raise fail(data, f"{tt!r} rebuilt as {obj!r} (spec {spec})")
+            # torch's own rebuild from the consumed items is the oracle for the structure (it rebuilds
+            # torch.Size as a tuple, ModelOutput drops None fields, ...); a cache leaf stands for its items.
             rest = iter(group)
-            for index, leaf in enumerate(leaves):
+            expected_leaves: list[object] = []
+            cache_items: dict[int, list[object]] = {}
+            for index in range(tree.n_leaves):
                 if index in caches:
-                    want = [next(rest, None) for _ in range(caches[index].n_items)]
-                    described = ti.parse_type_info(serialize.type_as_str_with_info(leaf))  # type: ignore[attr-defined]
-                    if described != caches[index] or not same_items(serialize.serialize_one(leaf, 0, ""), want):  # type: ignore[attr-defined]
+                    cache_items[index] = [next(rest, None) for _ in range(caches[index].n_items)]
+                    expected_leaves.append(object())  # a placeholder leaf where the cache goes
+                else:
+                    expected_leaves.append(next(rest, None))
+            expected = pytree.tree_unflatten(expected_leaves, tree.spec)  # type: ignore[attr-defined]
+            got_leaves, got_spec = pytree.tree_flatten(obj)  # type: ignore[attr-defined]
+            want_leaves, want_spec = pytree.tree_flatten(expected)  # type: ignore[attr-defined]
+            if got_spec != want_spec or len(got_leaves) != len(want_leaves):
+                raise fail(data, f"{tt!r} rebuilt as {obj!r}, torch rebuilds {expected!r}")
+            placeholder_at = {id(leaf): index for index, leaf in zip(caches, [expected_leaves[i] for i in caches])}
+            for got, want in zip(got_leaves, want_leaves):
+                index = placeholder_at.get(id(want))
+                if index is not None:
+                    described = ti.parse_type_info(serialize.type_as_str_with_info(got))  # type: ignore[attr-defined]
+                    if described != caches[index] or not same_items(serialize.serialize_one(got, 0, ""), cache_items[index]):  # type: ignore[attr-defined]
                         raise fail(data, f"{tt!r}: leaf {index} rebuilt as a cache described {str(described)!r}")
-                elif not same_item(leaf, next(rest, None)):
-                    raise fail(data, f"{tt!r}: leaf {index} is not the item it consumed")
+                elif not same_item(got, want):
+                    raise fail(data, f"{tt!r}: a leaf is not the item it consumed: {got!r} vs {want!r}")
         else:
             raise fail(data, f"the harness does not know type-info node {name}")
     rest = res[pos:]
