@@ -25,44 +25,53 @@ FORMAT_VERSION = 1
 PREFIX = "___v1_"
 
 
+class _Fragment:
+    """Base of every AST class: ``str()`` is the canonical spelling of the fragment (tokens joined by ``_``)."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "_".join(iter_tokens(self))  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------- constants
 
 
 @dataclass(frozen=True, slots=True)
-class NoneConst:
+class NoneConst(_Fragment):
     """``None`` (token ``N``)."""
 
 
 @dataclass(frozen=True, slots=True)
-class BoolConst:
+class BoolConst(_Fragment):
     """``True``/``False`` (tokens ``BT``/``BF``)."""
 
     value: bool
 
 
 @dataclass(frozen=True, slots=True)
-class IntConst:
+class IntConst(_Fragment):
     """An ``int`` (``I5``, ``Im5`` for -5)."""
 
     value: int
 
 
 @dataclass(frozen=True, slots=True)
-class FloatConst:
+class FloatConst(_Fragment):
     """A ``float``, spelled as its ``repr`` (``F1d5`` for 1.5); ``text`` is that repr."""
 
     text: str
 
 
 @dataclass(frozen=True, slots=True)
-class StrConst:
+class StrConst(_Fragment):
     """A ``str``: a plain identifier key, or ``S`` + escaped body."""
 
     value: str
 
 
 @dataclass(frozen=True, slots=True)
-class EnumConst:
+class EnumConst(_Fragment):
     """An Enum member by path ``module.qualname.member`` (``M`` + body); resolved only when decoding."""
 
     path: str
@@ -70,17 +79,17 @@ class EnumConst:
 
 
 @dataclass(frozen=True, slots=True)
-class TupleConst:
+class TupleConst(_Fragment):
     items: tuple[Const, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class ListConst:
+class ListConst(_Fragment):
     items: tuple[Const, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class DictConst:
+class DictConst(_Fragment):
     items: tuple[tuple[Const, Const], ...]
 
 
@@ -91,7 +100,7 @@ Const = Union[NoneConst, BoolConst, IntConst, FloatConst, StrConst, EnumConst, T
 
 
 @dataclass(frozen=True, slots=True)
-class Leaves:
+class Leaves(_Fragment):
     """A run of ``count`` sibling leaves (``X``, ``X3``)."""
 
     count: int
@@ -99,19 +108,19 @@ class Leaves:
 
 
 @dataclass(frozen=True, slots=True)
-class TupleNode:
+class TupleNode(_Fragment):
     children: tuple[Node, ...]
     pos: int = field(default=-1, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class ListNode:
+class ListNode(_Fragment):
     children: tuple[Node, ...]
     pos: int = field(default=-1, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class DictNode:
+class DictNode(_Fragment):
     """``dict``: ``keys[i]`` maps to ``children[i]``, in insertion order."""
 
     keys: tuple[Const, ...]
@@ -120,14 +129,14 @@ class DictNode:
 
 
 @dataclass(frozen=True, slots=True)
-class OrderedDictNode:
+class OrderedDictNode(_Fragment):
     keys: tuple[Const, ...]
     children: tuple[Node, ...]
     pos: int = field(default=-1, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class DefaultDictNode:
+class DefaultDictNode(_Fragment):
     """``defaultdict``; ``factory`` is a type reference (``list``, ``mod.make``)."""
 
     factory: str
@@ -137,14 +146,14 @@ class DefaultDictNode:
 
 
 @dataclass(frozen=True, slots=True)
-class DequeNode:
+class DequeNode(_Fragment):
     maxlen: int | None
     children: tuple[Node, ...]
     pos: int = field(default=-1, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
-class NamedTupleNode:
+class NamedTupleNode(_Fragment):
     """A namedtuple or ``typing.NamedTuple`` instance; ``cls`` is a type reference."""
 
     cls: str
@@ -153,7 +162,7 @@ class NamedTupleNode:
 
 
 @dataclass(frozen=True, slots=True)
-class CustomNode:
+class CustomNode(_Fragment):
     """Any other registered pytree node; ``context`` is ``None`` when the node's context is ``None``."""
 
     cls: str
@@ -169,12 +178,15 @@ KEYED = (DictNode, OrderedDictNode, DefaultDictNode)
 
 
 @dataclass(frozen=True, slots=True)
-class LegacyName:
+class LegacyName(_Fragment):
     """A name of the original pickle-based scheme: ``___`` + base32 ``body`` (``=`` written ``_``). Never decoded
     by the safe path; kept so that the refusal is precise and the explicit unsafe opt-in can reuse the parse."""
 
     body: str
     pos: int = field(default=-1, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return "___" + self.body
 
 
 @dataclass(frozen=True, slots=True)
