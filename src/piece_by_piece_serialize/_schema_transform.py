@@ -16,7 +16,7 @@ bounded by ``MAX_TYPE_DEPTH`` before anything recursive can see it.
 from __future__ import annotations
 
 import threading
-from fractions import Fraction
+from decimal import Decimal
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 from lark import Lark, Token, Transformer
@@ -167,108 +167,101 @@ _MAX_REPEAT = 4096  # int[N] x=v repeats v N times; a larger N would let a short
 # Numbers: C strtod / std::stoll semantics on token text
 
 
+def _short(text: str) -> str:
+    """A literal as quoted in a message: long ones are cut in the middle."""
+    return text if len(text) <= 40 else text[:18] + "..." + text[-18:]
+
+
+def _digits_end(text: str, i: int, hexadecimal: bool = False) -> int:
+    n = len(text)
+    while i < n and (("0" <= text[i] <= "9") or (hexadecimal and text[i] in "abcdefABCDEF")):
+        i += 1
+    return i
+
+
 def _stoll(text: str, pos: int) -> int:
     """std::stoll(text): optional '-', then decimal digits up to the first other character."""
     i = 1 if text[:1] == "-" else 0
-    j = i
-    while j < len(text) and "0" <= text[j] <= "9":
-        j += 1
+    j = _digits_end(text, i)
     if j == i:
-        raise _Fail(f"invalid integer '{text}' (torch reads it with std::stoll)", pos)
-    value = int(text[:j])
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _Fail(f"integer '{text}' out of the 64-bit range", pos)
-    return value
-
-
-def _hex_digit(ch: str) -> int:
-    return "0123456789abcdef".find(ch.lower()) if len(ch) == 1 else -1
-
-
-def _strtod_exact(text: str) -> Tuple[Optional[Fraction], Optional[float]]:
-    """The exact value of the longest prefix of ``text`` that C strtod accepts, as (Fraction, None), or
-    (None, ±inf/0.0) when the exponent alone puts it far outside the double range, or (None, None) when no
-    prefix is a number."""
-    i = 0
-    negative = False
+        raise _Fail(f"invalid integer '{_short(text)}' (torch reads it with std::stoll)", pos)
+    k = i
+    while k < j - 1 and text[k] == "0":  # leading zeros do not count against the 64-bit range
+        k += 1
+    if j - k > 19:  # also keeps int() below Python's limit on digits converted at once
+        raise _Fail(f"integer '{_short(text)}' out of the 64-bit range", pos)
+    value = int(text[k:j])
     if text[:1] == "-":
-        negative, i = True, 1
-    n = len(text)
-    if text[i : i + 2] in ("0x", "0X") and i + 2 < n and (
-        _hex_digit(text[i + 2]) >= 0 or (text[i + 2] == "." and i + 3 < n and _hex_digit(text[i + 3]) >= 0)
-    ):
-        base, j = 16, i + 2
-    else:
-        base, j = 10, i
-    digit = _hex_digit if base == 16 else (lambda c: ord(c) - 48 if "0" <= c <= "9" else -1)
-    mantissa = 0
-    scale = 0  # digits after the point
-    any_digit = False
-    while j < n and digit(text[j]) >= 0:
-        mantissa = mantissa * base + digit(text[j])
-        any_digit, j = True, j + 1
-    if j < n and text[j] == ".":
-        k = j + 1
-        while k < n and digit(text[k]) >= 0:
-            mantissa = mantissa * base + digit(text[k])
-            scale += 1
-            any_digit, k = True, k + 1
-        if any_digit:
-            j = k
-    if not any_digit:
-        return None, None
-    exponent = 0
-    marker = ("p", "P") if base == 16 else ("e", "E")
-    if j < n and text[j] in marker:
-        k = j + 1
-        sign = 1
-        if k < n and text[k] in "+-":
-            sign = -1 if text[k] == "-" else 1
-            k += 1
-        start = k
-        while k < n and "0" <= text[k] <= "9":
-            k += 1
-        if k > start:
-            exponent = sign * int(text[start:k])
-    if mantissa == 0:
-        return Fraction(0), None
-    # Decide gross overflow/underflow before building a huge Fraction (1e999999999 must stay cheap).
-    if base == 16:
-        magnitude = exponent + 4 * (len(str(mantissa)) * 0 + mantissa.bit_length() / 4 - scale)
-        limit_hi, limit_lo = 1100, -1200
-    else:
-        magnitude = exponent + len(str(mantissa)) - scale
-        limit_hi, limit_lo = 330, -360
-    if magnitude > limit_hi:
-        return None, -float("inf") if negative else float("inf")
-    if magnitude < limit_lo:
-        return None, -0.0 if negative else 0.0
-    if base == 16:
-        value = Fraction(mantissa) * Fraction(2) ** (exponent - 4 * scale)
-    else:
-        value = Fraction(mantissa) * Fraction(10) ** (exponent - scale)
-    return (-value if negative else value), None
+        value = -value
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise _Fail(f"integer '{_short(text)}' out of the 64-bit range", pos)
+    return value
 
 
 def _stod(text: str, pos: int) -> float:
-    """std::stod(text): the longest strtod prefix; out of range or an inexact subnormal is an error."""
-    exact, gross = _strtod_exact(text)
-    if exact is None:
-        if gross is None:
-            raise _Fail(f"invalid number '{text}' (torch reads it with std::stod)", pos)
-        raise _Fail(f"number '{text}' is out of the double range", pos)
-    if exact == 0:
-        return -0.0 if text[:1] == "-" else 0.0
-    try:
-        value = float(exact)
-    except OverflowError:
-        raise _Fail(f"number '{text}' is out of the double range", pos) from None
+    """std::stod(text): C strtod on the longest numeric prefix of ``text``. No prefix, overflow, or an
+    underflow (a tiny result that is not exact -- glibc's ERANGE) is an error, as in torch."""
+    n = len(text)
+    i = 1 if text[:1] == "-" else 0
+    hexadecimal = text[i : i + 2] in ("0x", "0X")
+    j = i + 2 if hexadecimal else i
+    int_end = _digits_end(text, j, hexadecimal)
+    frac_start = frac_end = int_end
+    if int_end < n and text[int_end] == ".":
+        frac_start = int_end + 1
+        frac_end = _digits_end(text, frac_start, hexadecimal)
+    if int_end == j and frac_end == frac_start:
+        if hexadecimal:  # "0x" without hex digits: strtod reads the "0" alone
+            hexadecimal, int_end, frac_start, frac_end = False, i + 1, i + 1, i + 1
+        else:
+            raise _Fail(f"invalid number '{_short(text)}' (torch reads it with std::stod)", pos)
+    mantissa_end = end = frac_end  # "1." keeps its point; without a point frac_end == int_end
+    exp_digits = ""
+    if end < n and text[end] in (("p", "P") if hexadecimal else ("e", "E")):
+        k = end + 1
+        if k < n and text[k] in "+-":
+            k += 1
+        exp_end = _digits_end(text, k)
+        if exp_end > k:
+            exp_digits = text[k:exp_end].lstrip("0")
+            end = exp_end
+    prefix = text[:end]
+    digits = text[j:int_end] + text[frac_start:frac_end]
+    if not digits.strip("0"):
+        return -0.0 if i else 0.0
+    exp_negative = "-" in text[mantissa_end:end]
+    if len(exp_digits) > 7:  # an exponent this large overflows or underflows whatever the digits
+        value = 0.0 if exp_negative else float("inf")
+    else:
+        try:
+            value = float.fromhex(prefix) if hexadecimal else float(prefix)
+        except OverflowError:  # fromhex raises where strtod returns HUGE_VAL
+            value = float("inf")
     if value in (float("inf"), -float("inf")):
-        raise _Fail(f"number '{text}' is out of the double range", pos)
-    # glibc strtod reports ERANGE for a result that underflows: tiny (subnormal or zero) and inexact.
-    if abs(value) < 2.2250738585072014e-308 and Fraction(value) != exact:
-        raise _Fail(f"number '{text}' is too small for a double (underflow)", pos)
+        raise _Fail(f"number '{_short(text)}' is out of the double range", pos)
+    if abs(value) < 2.2250738585072014e-308 and not _exact(prefix, value, hexadecimal):
+        raise _Fail(f"number '{_short(text)}' is too small for a double (underflow)", pos)
     return value
+
+
+def _exact(prefix: str, value: float, hexadecimal: bool) -> bool:
+    """Whether the (tiny) double ``value`` is exactly the number written as ``prefix``."""
+    if value == 0.0:
+        return False  # the digits are not all zero (checked by the caller)
+    if not hexadecimal:
+        return Decimal(prefix) == Decimal(value)
+    # A subnormal is exact iff its hexadecimal significand reproduces the written one; compare as fractions
+    # with power-of-two denominators (int(..., 16) has no digit limit).
+    from fractions import Fraction
+
+    body = prefix.lstrip("-")[2:]
+    p_at = max(body.find("p"), body.find("P"))
+    exponent = int(body[p_at + 1 :]) if p_at >= 0 else 0
+    mantissa = body[:p_at] if p_at >= 0 else body
+    point = mantissa.find(".")
+    int_part, frac_part = (mantissa, "") if point < 0 else (mantissa[:point], mantissa[point + 1 :])
+    written = Fraction(int(int_part + frac_part or "0", 16)) * Fraction(2) ** (exponent - 4 * len(frac_part))
+    return written == abs(Fraction(value))
 
 
 def _number_value(minus: Optional[Token], number: Token, kind: str) -> DefaultValue:
@@ -513,7 +506,7 @@ _UNION_AS_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
 
 
 def _union(members: List[Type], pos: int) -> Type:
-    flat: List[Type] = []
+    seen: dict = {}  # insertion-ordered set: duplicates removed in linear time
     has_none = False
     stack = list(reversed(members))
     while stack:
@@ -528,8 +521,8 @@ def _union(members: List[Type], pos: int) -> Type:
         else:
             if isinstance(m, BaseType) and m.name in _UNION_AS_INT:
                 m = BaseType("int")
-            if m not in flat:
-                flat.append(m)
+            seen[m] = None
+    flat: List[Type] = list(seen)
     names = {t.name for t in flat if isinstance(t, BaseType)}
     if "AnyClassType" in names:  # it absorbs every custom class
         flat = [t for t in flat if not isinstance(t, ClassType)]
