@@ -125,3 +125,26 @@ def test_kind_for_path():
     assert kind_for_path("a/ops.schema", explicit=False) == "text"
     assert kind_for_path("a/requirements.txt", explicit=False) is None
     assert kind_for_path("a/requirements.txt", explicit=True) == "text"
+
+
+def test_every_func_of_torchs_native_functions_yaml():
+    """The oracle for the YAML reader: torchgen's packaged native_functions.yaml, read without a YAML library.
+
+    Every `- func:` entry is found; each text, prefixed with `aten::`, is a schema torch parses and that
+    torch registers, and our canonical print of it is torch's.
+    """
+    import torch
+    import torchgen
+
+    from piece_by_piece_serialize.schema import parse_schema
+
+    path = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    text = path.read_text(encoding="utf-8")
+    sites, problems = read_sites(str(path), text, "yaml")
+    n_entries = sum(1 for line in text.split("\n") if line.lstrip()[:7] == "- func:")
+    assert problems == []
+    assert len(sites) == n_entries > 2000
+    registered = {str(s) for s in torch._C._jit_get_all_schemas()}
+    printed = [str(torch._C.parse_schema("aten::" + site.text)) for site in sites]
+    assert sum(p in registered for p in printed) == n_entries
+    assert sum(str(parse_schema("aten::" + site.text)) == p for site, p in zip(sites, printed)) == n_entries
