@@ -430,6 +430,10 @@ class IntValue(DefaultValue):
 
     value: int  # type: ignore[misc]
 
+    def __post_init__(self) -> None:
+        if not -(2**63) <= self.value < 2**63:
+            raise ValueError(f"an int default must fit in 64 bits, got {self.value}")
+
     def __str__(self) -> str:
         return str(self.value)
 
@@ -440,6 +444,10 @@ class FloatValue(DefaultValue):
 
     value: float  # type: ignore[misc]
 
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.value):  # the language has no literal for inf or nan
+            raise ValueError(f"a float default must be finite, got {self.value}")
+
     def __str__(self) -> str:
         return format_float(self.value)
 
@@ -449,6 +457,10 @@ class ComplexValue(DefaultValue):
     """A complex number. The language has only imaginary literals (``2j``), so the real part is always 0."""
 
     imag: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.imag):
+            raise ValueError(f"a complex default must be finite, got {self.imag}j")
 
     @property
     def value(self) -> complex:

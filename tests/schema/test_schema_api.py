@@ -237,3 +237,17 @@ def test_import_does_not_load_torch_or_lark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_ast_rejects_values_the_language_cannot_write():
+    from piece_by_piece_serialize.schema import ComplexValue, FloatValue
+
+    for make, message in (
+        (lambda: FloatValue(float("inf")), "a float default must be finite, got inf"),
+        (lambda: FloatValue(float("nan")), "a float default must be finite, got nan"),
+        (lambda: ComplexValue(float("-inf")), "a complex default must be finite, got -infj"),
+        (lambda: IntValue(2**63), "an int default must fit in 64 bits, got 9223372036854775808"),
+    ):
+        with pytest.raises(ValueError) as info:
+            make()
+        assert str(info.value) == message
