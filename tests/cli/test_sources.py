@@ -148,3 +148,29 @@ def test_every_func_of_torchs_native_functions_yaml():
     printed = [str(torch._C.parse_schema("aten::" + site.text)) for site in sites]
     assert sum(p in registered for p in printed) == n_entries
     assert sum(str(parse_schema("aten::" + site.text)) == p for site, p in zip(sites, printed)) == n_entries
+
+
+def test_python_reader_agrees_with_what_torch_registered():
+    """The oracle for the Python reader: torch's own quantized_decomposed library, defined with Library.define.
+
+    Each schema string found in the module's source (implicit concatenation included), completed with the
+    library's namespace, prints exactly as the schema torch registered when the module was imported.
+    """
+    import dataclasses
+
+    import torch
+    import torch.ao.quantization.fx._decomposed as module
+
+    from piece_by_piece_serialize.schema import parse_schema
+
+    path = Path(module.__file__)
+    sites, problems = read_sites(str(path), path.read_text(encoding="utf-8"), "python")
+    assert problems == [] and len(sites) >= 10
+    assert {s.context for s in sites} == {"Library.define"}
+    registered = {(s.name, s.overload_name): str(s) for s in torch._C._jit_get_all_schemas()}
+    agree = 0
+    for site in sites:
+        ours = parse_schema(site.text)
+        full = dataclasses.replace(ours, name=dataclasses.replace(ours.name, namespace="quantized_decomposed"))
+        agree += registered.get((f"quantized_decomposed::{ours.name.name}", ours.name.overload)) == str(full)
+    assert agree == len(sites)
