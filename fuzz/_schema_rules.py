@@ -175,35 +175,11 @@ def _unusual_string(item: object) -> bool:
 
 
 def _union_with_scalar(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_with_scalar_printing.md): torch prints a Union with a Scalar member
-    as broken text (``Union(, str, Scalar)``); not yet in docs/schema.md."""
+    """torch prints a Union with a Scalar member as broken text (``Union(, str, Scalar)``, ``Union(TensorScalar)``);
+    we print ``Union(Scalar, str)``."""
     a = _ast()
     return any(
         isinstance(node, a.UnionType) and any(isinstance(m, a.BaseType) and m.name == "Scalar" for m in node.members)
-        for node in iter_types(item.type)  # type: ignore[attr-defined]
-    )
-
-
-def _union_class_and_anyclass(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_class_anyclasstype.md): torch drops class members of a Union that
-    holds AnyClassType."""
-    a = _ast()
-    return any(
-        isinstance(node, a.UnionType)
-        and any(isinstance(m, a.BaseType) and m.name == "AnyClassType" for m in node.members)
-        and any(isinstance(m, a.ClassType) for m in node.members)
-        for node in iter_types(item.type)  # type: ignore[attr-defined]
-    )
-
-
-def _optional_union_with_none(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/optional_union_with_none.md): ``Union(A, B, NoneType)?`` prints without
-    the NoneType member in torch."""
-    a = _ast()
-    return any(
-        isinstance(node, a.OptionalType)
-        and isinstance(node.elem, a.UnionType)
-        and any(isinstance(m, a.BaseType) and m.name == "NoneType" for m in node.elem.members)
         for node in iter_types(item.type)  # type: ignore[attr-defined]
     )
 
@@ -212,9 +188,6 @@ def _optional_union_with_none(item: object) -> bool:
 # go on finding new problems while the counters show how often each open one was hit. Remove an entry
 # once the library is fixed (or the difference is documented and moved to PRINT_RULES).
 OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {
-    "OPEN: Union with a Scalar member": _union_with_scalar,
-    "OPEN: Union of a class and AnyClassType (printing)": _union_class_and_anyclass,
-    "OPEN: optional of a Union holding NoneType": _optional_union_with_none,
 }
 
 def _enum_default_on_float(item: object) -> bool:
@@ -236,6 +209,7 @@ PRINT_RULES: dict[str, Callable[[object], bool]] = {
     "print: -0.0 / subnormal double": _signed_zero_or_subnormal,
     "print: non-ASCII / control characters in a string": _unusual_string,
     "print: enum identifier default of a float/complex argument": _enum_default_on_float,
+    "print: Union with a Scalar member": _union_with_scalar,
     **OPEN_PRINT_RULES,
 }
 
@@ -258,14 +232,6 @@ def _accept_rule_ours_only(schema: object, text: str, torch_message: str) -> str
             parse_schema(text, class_exists=torch_class_exists)
         except SchemaError:
             return "accept: custom class registration not checked"
-    if "INTERNAL ASSERT FAILED" in torch_message and "has the single type AnyClassType" in torch_message and any(
-        isinstance(node, a.UnionType)
-        and any(isinstance(m, a.BaseType) and m.name == "AnyClassType" for m in node.members)
-        and any(isinstance(m, a.ClassType) for m in node.members)
-        for item in items
-        for node in iter_types(item.type)
-    ):
-        return "OPEN: Union of a class and AnyClassType accepted (fuzz/pending/schema/union_class_anyclasstype.md)"
     return None
 
 
@@ -274,7 +240,7 @@ def _accept_rule_torch_only(error: BaseException, text: str, theirs: object) -> 
     a = _ast()
     message = getattr(error, "msg", str(error))
     if "cannot carry an alias annotation" in message and torch_parse(str(theirs))[0] is None:
-        return "OPEN: annotated Union(T, None) of a container (fuzz/pending/schema/union_none_alias_on_container.md)"
+        return "reject: annotation on Union(T, None) whose T cannot carry one"
     items = [*theirs.arguments, *theirs.returns]  # type: ignore[attr-defined]
     if f"nested deeper than {a.MAX_TYPE_DEPTH} levels" in message and max(
         _torch_type_depth(x.type) for x in items
