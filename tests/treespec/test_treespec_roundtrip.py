@@ -58,11 +58,7 @@ def same_spec(a: pytree.TreeSpec, b: pytree.TreeSpec) -> bool:
     stack = [(a, b)]
     while stack:
         x, y = stack.pop()
-        if str(x.type) != str(y.type) or x.num_children != y.num_children:
-            return False
-        if x.num_children == 0 and x.context != y.context:
-            return False
-        if x.num_children and x.context != y.context:
+        if str(x.type) != str(y.type) or x.num_children != y.num_children or x.context != y.context:
             return False
         stack.extend(zip(x.children(), y.children()))
     return True
