@@ -547,6 +547,8 @@ def _python_sites(path: str, text: str, lines: list[str]) -> tuple[list[SchemaSi
         return [], [Problem(path, line, col, f"cannot read Python source ({exc.msg}); its schemas were not checked", "warning")]
     except ValueError as exc:  # e.g. NUL bytes in the source
         return [], [Problem(path, 1, 1, f"cannot read Python source ({exc}); its schemas were not checked", "warning")]
+    except RecursionError:  # CPython's own parser gives up on very deeply nested expressions
+        return [], [Problem(path, 1, 1, "cannot read Python source (nested too deeply); its schemas were not checked", "warning")]
     reader = _PythonReader(path, lines, tree)
     return reader.sites, []
 

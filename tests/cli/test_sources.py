@@ -174,3 +174,14 @@ def test_python_reader_agrees_with_what_torch_registered():
         full = dataclasses.replace(ours, name=dataclasses.replace(ours.name, namespace="quantized_decomposed"))
         agree += registered.get((f"quantized_decomposed::{ours.name.name}", ours.name.overload)) == str(full)
     assert agree == len(sites)
+
+
+def test_python_too_deep_for_ast_is_a_warning():
+    sites, problems = read_sites("m.py", "lib.define(" + " + ".join(['"a"'] * 5000) + ")\n", "python")
+    assert sites == []
+    assert [(p.severity, p.message) for p in problems] == [
+        ("warning", "cannot read Python source (nested too deeply); its schemas were not checked")
+    ]
+    # a long but parseable '+' chain is simply not followed
+    sites, problems = read_sites("m.py", "lib.define(" + " + ".join(['"a"'] * 200) + ")\n", "python")
+    assert (sites, problems) == ([], [])
