@@ -212,9 +212,9 @@ class _Reader:
         return found
 
     def read(self, path: str, kind: str) -> _Input | None:
-        if path == "-":
-            return _Input("<stdin>", kind, sys.stdin.read())
         try:
+            if path == "-":
+                return _Input("<stdin>", kind, sys.stdin.read())
             with open(path, encoding="utf-8-sig", newline=None) as handle:  # a BOM is not part of line 1
                 return _Input(path, kind, handle.read())
         except UnicodeDecodeError as exc:
