@@ -156,6 +156,7 @@ class _Builder:
         self.nodes = 0
         self.next_leaf = 0
         self.kinds: set[str] = set()
+        self.chained = False
 
     def leaf(self) -> object:
         self.next_leaf += 1
@@ -269,7 +270,12 @@ class _Builder:
             self.kinds.add("Bag")
             meta = {r.text(5, _IDENT_CHARS): r.signed() for _ in range(r.count(3))}
             return Bag(meta, self.children(depth))
-        # a chain of single-child containers, much deeper than the branching part of the tree
+        # a chain of single-child containers, much deeper than the branching part of the tree; one per
+        # tree, so that the total nesting stays well inside what torch's recursive tree_flatten handles
+        # (about 500 levels at the default recursion limit: beyond that torch itself fails).
+        if self.chained:
+            return self.leaf()
+        self.chained = True
         self.kinds.add("chain")
         length = 1 + r.below(MAX_CHAIN)
         wrap = r.pick([list, tuple, "dict"])
