@@ -43,9 +43,24 @@ def grammar_text(name: str) -> str:
 def build_parser(name: str, **options: Any) -> Lark:
     """A new LALR parser for ``grammars/<name>.lark``; the calling module builds it once and keeps it.
 
-    ``options`` go to :class:`lark.Lark` (``start``, ``transformer``, ``strict``, ...).
+    ``options`` go to :class:`lark.Lark` (``start``, ``transformer``, ...). Run-time parsers are built
+    without ``strict``: every grammar is built with ``strict=True`` by the test suite
+    (``tests/test_grammars.py``), so a terminal collision or LALR conflict fails there, loudly, instead
+    of costing each process a second at start-up.
     """
+    import lark.lexer
     from lark import Lark
 
     options.setdefault("parser", "lalr")
-    return Lark(grammar_text(name), import_paths=[grammar_dir()], **options)
+    if options.get("strict"):
+        return Lark(grammar_text(name), import_paths=[grammar_dir()], **options)
+    # When the optional ``interegular`` package is importable, lark compares every pair of terminal
+    # regexps on each build, even when not strict (about 1.5 s for the schema grammar). The result is
+    # only a log message in non-strict mode, so the comparison is skipped here; the strict builds in
+    # the tests keep it.
+    saved = lark.lexer.has_interegular
+    lark.lexer.has_interegular = False
+    try:
+        return Lark(grammar_text(name), import_paths=[grammar_dir()], **options)
+    finally:
+        lark.lexer.has_interegular = saved

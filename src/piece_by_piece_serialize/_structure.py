@@ -159,7 +159,7 @@ def _get_parser() -> Any:
         transformer = _ToObjects()
         for name, fn in _make_callbacks().items():
             setattr(transformer, name, fn)
-        _parser = build_parser("structure", strict=True, transformer=transformer, maybe_placeholders=False)
+        _parser = build_parser("structure", transformer=transformer, maybe_placeholders=False)
         for term in _parser.terminals:
             if term.name not in _TERMINAL_TEXT and term.pattern.type == "str":
                 _TERMINAL_TEXT[term.name] = repr(term.pattern.value)
