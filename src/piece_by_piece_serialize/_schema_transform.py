@@ -486,6 +486,20 @@ def _member(t: Type) -> Type:
     return t.without_aliases()
 
 
+def _optional(elem: Type, pos: int) -> Type:
+    """``elem?`` normalised as torch does."""
+    if isinstance(elem, OptionalType):  # torch: T?? is T?
+        return elem
+    if isinstance(elem, UnionType) and _NONE in elem.members:
+        # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
+        elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias)
+    if isinstance(elem, BaseType) and elem.name == "NoneType":
+        # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
+        raise _Fail("'NoneType?' is not a type (None is already optional)", pos)
+    _check_depth(elem._depth + 1, pos)
+    return OptionalType(elem)
+
+
 def _check_depth(depth: int, pos: int) -> None:
     if depth > MAX_TYPE_DEPTH:
         raise _Fail(f"type nested deeper than {MAX_TYPE_DEPTH} levels", pos)
@@ -762,17 +776,7 @@ class _ToAst(Transformer):
 
     def optional_type(self, c):
         elem, start, _ = c[0]
-        end = c[1].end_pos
-        if isinstance(elem, OptionalType):  # torch: T?? is T?
-            return elem, start, end
-        if isinstance(elem, UnionType) and _NONE in elem.members:
-            # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
-            elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias)
-        if isinstance(elem, BaseType) and elem.name == "NoneType":
-            # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
-            raise _Fail("'NoneType?' is not a type (None is already optional)", start)
-        _check_depth(elem._depth + 1, start)
-        return OptionalType(elem), start, end
+        return _optional(elem, start), start, c[1].end_pos
 
     def tuple_type(self, c):
         start = c[0].start_pos

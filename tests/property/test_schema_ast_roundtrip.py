@@ -99,9 +99,16 @@ def containers(inner):
         st.builds(AwaitType, members),
         st.builds(RRefType, members),
         st.lists(members, min_size=2, max_size=3).flatmap(union_of),
-        st.builds(OptionalType, members.filter(lambda t: not isinstance(t, OptionalType))),
+        members.flatmap(optional_of),
         st.builds(ListType, members),
     )
+
+
+def optional_of(t):
+    try:
+        return st.just(T._optional(t, 0))
+    except T._Fail:
+        return st.nothing()
 
 
 def union_of(members):
@@ -123,8 +130,8 @@ def outer_types(draw, allow_size=True):
     for _ in range(draw(st.integers(0, 3))):
         if draw(st.booleans()):
             t = ListType(t, None, draw(maybe_alias))
-        elif not isinstance(t, OptionalType) and not (isinstance(t, BaseType) and t.name == "NoneType"):
-            t = OptionalType(t)
+        elif not (isinstance(t, BaseType) and t.name == "NoneType"):
+            t = T._optional(t, 0)
     if allow_size and draw(st.booleans()):
         t = ListType(t, draw(st.integers(0, 2**31 - 1)), draw(maybe_alias))
         if draw(st.booleans()):

@@ -32,7 +32,7 @@ from piece_by_piece_serialize.schema import (
 
 def test_grammar_builds_in_strict_mode():
     parser = build_parser("schema", strict=True, lexer="basic")
-    assert parser.parse("f(int x) -> ()").data == "start"
+    assert parser.parse("f(int x) -> ()").data == "named_schema"
 
 
 def test_public_names_at_top_level():
