@@ -215,3 +215,35 @@ def test_default_text_and_span_are_kept():
     assert [text[slice(*a.span)] for a in schema.arguments] == [
         "int x=0x10", "Scalar t=1E5", "int[2.5] y", "float[2] z=[1, 2]"
     ]
+
+
+def test_typevars_off_agrees_with_torch_on_every_registered_schema():
+    # allow_typevars=False is how Library.define parses. torch still allows type variables when the raw text
+    # starts with "aten::" or "prim::"; renaming the namespace or adding a leading blank turns that off.
+    agree = accepted = 0
+    disagreements = []
+    variants = []
+    for theirs in TORCH_SCHEMAS:
+        text = str(theirs)
+        namespace = parse_schema(text).name.namespace
+        variants += [text, "ns" + text[len(namespace) :], " " + text]
+    for text in variants:
+        try:
+            parse_schema(text, allow_typevars=False)
+        except SchemaError:
+            ours = False
+        else:
+            ours = True
+        try:
+            torch._C.parse_schema(text, allow_typevars=False)
+        except RuntimeError:
+            torch_ok = False
+        else:
+            torch_ok = True
+        accepted += ours
+        if ours == torch_ok:
+            agree += 1
+        else:
+            disagreements.append(text)
+    assert agree == len(variants) == 3 * REGISTERED, "\n".join(disagreements[:20])
+    assert accepted < len(variants)  # some do use type variables
