@@ -199,11 +199,23 @@ def _merges_members(node: object) -> bool:
     return futures >= 2 or tuples >= 2
 
 
+def _union_int_float_complex(item: object) -> bool:
+    """OPEN (fuzz/pending/schema/union_int_float_complex_is_scalar.md): torch folds int, float and complex
+    members into Scalar."""
+    a = _ast()
+    return any(
+        isinstance(node, a.UnionType)
+        and {"int", "float", "complex"} <= {m.name for m in node.members if isinstance(m, a.BaseType)}
+        for node in iter_types(item.type)  # type: ignore[attr-defined]
+    )
+
+
 # Rules for findings reported and not yet resolved: kept apart, named "OPEN: ...", so that a campaign can
 # go on finding new problems while the counters show how often each open one was hit. Remove an entry
 # once the library is fixed (or the difference is documented and moved to PRINT_RULES).
 OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {
     "OPEN: Union of Futures or tuples (printing)": _union_of_futures_or_tuples,
+    "OPEN: Union(int, float, complex) folds to Scalar": _union_int_float_complex,
 }
 
 def _enum_default_on_float(item: object) -> bool:
