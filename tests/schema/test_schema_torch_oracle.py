@@ -247,3 +247,41 @@ def test_typevars_off_agrees_with_torch_on_every_registered_schema():
             disagreements.append(text)
     assert agree == len(variants) == 3 * REGISTERED, "\n".join(disagreements[:20])
     assert accepted < len(variants)  # some do use type variables
+
+
+def test_newlines_agree_with_torch_on_every_registered_schema():
+    # Newlines (and comments) between arguments are ignored inside the parentheses; a newline between the
+    # arrow and a bare return is an error in both parsers; a line continuation there is fine.
+    counts = {"inside": 0, "after_arrow": 0, "continued": 0}
+    disagreements = []
+    for theirs in TORCH_SCHEMAS:
+        text = str(theirs)
+        schema = parse_schema(text)
+        starts = [a.span[0] for a in schema.arguments]
+        inside = text
+        for start in reversed(starts):
+            inside = inside[:start] + "# note\n  " + inside[start:]
+        variants = [("inside", inside, True)]
+        bare = len(schema.returns) == 1 and not schema.is_varret and str(schema.returns[0])[:1] != "("
+        if bare:  # a single return printed without parentheses
+            at = schema.returns[0].span[0]
+            variants.append(("after_arrow", text[:at] + "\n" + text[at:], False))
+            variants.append(("continued", text[:at] + "\\\n" + text[at:], True))
+        for kind, variant, expected in variants:
+            try:
+                torch._C.parse_schema(variant)
+            except RuntimeError:
+                torch_ok = False
+            else:
+                torch_ok = True
+            try:
+                ours = parse_schema(variant) == schema
+            except SchemaError:
+                ours = False
+            if ours == torch_ok == expected:
+                counts[kind] += 1
+            else:
+                disagreements.append(repr(variant))
+    assert not disagreements, "\n".join(disagreements[:20])
+    assert counts["inside"] == REGISTERED
+    assert counts["after_arrow"] == counts["continued"] > 3000
