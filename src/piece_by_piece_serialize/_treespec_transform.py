@@ -269,7 +269,7 @@ def _parser() -> Any:
             options["_plugins"] = lark_cython.plugins
         except ImportError:
             pass
-        _PARSER = build_parser("treespec_name", transformer=_ToAst(), strict=True, **options)
+        _PARSER = build_parser("treespec_name", transformer=_ToAst(), **options)
     return _PARSER
 
 
