@@ -233,10 +233,10 @@ class CallCounter:
             sys.setprofile(previous)
 
 
-def over_budget(fn: Callable[[], object], budget: int) -> int | None:
+def over_budget(fn: Callable[[], object], budget: int, expected: type[BaseException]) -> int | None:
     """Call ``fn`` (which already ran once, uncounted or counted) again under a :class:`CallCounter`;
-    return the call count if it exceeds ``budget``, else None. Exceptions from ``fn`` are ignored here
-    because the caller has already checked them.
+    return the call count if it exceeds ``budget``, else None. ``expected`` (the library's error class,
+    which the caller has already checked on the first call) is the only exception swallowed here.
 
     Only the repeat is judged: the libraries build things lazily on first use (each lark lexer state,
     error tables, caches), a one-time cost that a first count would mistake for per-input work.
@@ -244,8 +244,8 @@ def over_budget(fn: Callable[[], object], budget: int) -> int | None:
     counter = CallCounter()
     try:
         counter.run(fn)
-    except Exception:  # noqa: BLE001 - the first call already classified this input's exception
-        pass
+    except expected:
+        pass  # the first call already checked this error; only the count matters here
     return counter.calls if counter.calls > budget else None
 
 

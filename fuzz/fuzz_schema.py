@@ -73,7 +73,7 @@ def check_text(data: object, text: str, stats: Stats) -> object | None:
         check_error(data, text, err)
     budget = CALLS_PER_CHAR * len(text) + CALLS_BASE
     if counter.calls > budget:
-        calls = over_budget(lambda: schema.parse_schema(text), budget)  # type: ignore[attr-defined]
+        calls = over_budget(lambda: schema.parse_schema(text), budget, SchemaError)  # type: ignore[attr-defined]
         if calls is not None:
             raise fail(data, f"parse_schema made {calls} calls for {len(text)} characters (budget {budget})")
         stats.add("call budget exceeded once only (lazy set-up on first use)")

@@ -88,7 +88,7 @@ def check(data: bytes) -> None:
         calls_budget = CALLS_PER_CHAR * len(text) + CALLS_PER_NODE * nodes + CALLS_BASE
         if counter.calls > calls_budget:
             tn.clear_name_cache()  # type: ignore[attr-defined]
-            calls = over_budget(lambda: tn.tree_spec_from_name(text), calls_budget)  # type: ignore[attr-defined]
+            calls = over_budget(lambda: tn.tree_spec_from_name(text), calls_budget, Error)  # type: ignore[attr-defined]
             if calls is not None:
                 raise fail(data, f"decoding made {calls} calls for {len(text)} characters, {nodes} nodes")
             STATS.add("call budget exceeded once only (lazy set-up on first use)")

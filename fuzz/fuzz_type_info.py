@@ -86,7 +86,7 @@ def _check_text(data: bytes) -> None:
     budget = CALLS_PER_CHAR * len(text) + CALLS_BASE
     if counter.calls > budget:
         # Recount with the uncached parser (a repeat of parse_type_info would be a cache hit).
-        calls = over_budget(lambda: ti._parse(text), budget)  # type: ignore[attr-defined]
+        calls = over_budget(lambda: ti._parse(text), budget, t["Error"])  # type: ignore[attr-defined]
         if calls is not None:
             raise fail(data, f"parse_type_info made {calls} calls for {len(text)} characters (budget {budget})")
         STATS.add("call budget exceeded once only (lazy set-up on first use)")
