@@ -167,6 +167,12 @@ _MAX_REPEAT = 4096  # int[N] x=v repeats v N times; a larger N would let a short
 # Numbers: C strtod / std::stoll semantics on token text
 
 
+def _quoted(value: str) -> str:
+    """A token as quoted in a message: on one line (control characters escaped) and not too long."""
+    value = _short(value)
+    return f"'{value}'" if value.isprintable() else repr(value)
+
+
 def _short(text: str) -> str:
     """A literal as quoted in a message: long ones are cut in the middle."""
     return text if len(text) <= 40 else text[:18] + "..." + text[-18:]
@@ -315,7 +321,7 @@ def _string_value(token: Token) -> str:
                 i += 4
             else:
                 raise _Fail(
-                    f"ill-formed escape '\\{nxt}' in string (expected \\\\, \\', \\\", \\a, \\b, \\f, \\n, \\t, \\v"
+                    f"ill-formed escape {_quoted(chr(92) + nxt)} in string (expected \\\\, \\', \\\", \\a, \\b, \\f, \\n, \\t, \\v"
                     " or three octal digits below \\400)",
                     pos,
                 )
@@ -330,7 +336,7 @@ def _device_value(token: Token) -> DeviceValue:
     dtype, index_text = (text, None) if colon < 0 else (text[:colon], text[colon + 1 :])
     if dtype not in _DEVICE_TYPES:
         raise _Fail(
-            f"invalid device '{text}': expected one of {', '.join(sorted(_DEVICE_TYPES))}, optionally with ':<index>'",
+            f"invalid device {_quoted(text)}: expected one of {', '.join(sorted(_DEVICE_TYPES))}, optionally with ':<index>'",
             token.start_pos,
         )
     index = None
@@ -340,11 +346,12 @@ def _device_value(token: Token) -> DeviceValue:
             or not all("0" <= c <= "9" for c in index_text)
             or (len(index_text) > 1 and index_text[0] == "0")
         ):
-            raise _Fail(f"invalid device '{text}': the index must be a decimal number", token.start_pos)
-        index = int(index_text)
+            raise _Fail(f"invalid device {_quoted(text)}: the index must be a decimal number", token.start_pos)
         # torch stores the index in an int8: larger values wrap and print as text it cannot read back.
-        if index > 127:
-            raise _Fail(f"invalid device '{text}': the index must be at most 127", token.start_pos)
+        # (The length test comes first: int() refuses strings of more than 4,300 digits.)
+        if len(index_text) > 3 or int(index_text) > 127:
+            raise _Fail(f"invalid device {_quoted(text)}: the index must be at most 127", token.start_pos)
+        index = int(index_text)
     return DeviceValue(dtype, index, text=token.value, span=span)
 
 
@@ -447,7 +454,7 @@ def _list_default(t: ListType, raw: _Raw) -> ListValue:
         if item.__class__ is not item_class:
             # torch hits an internal assert (ivalue.h) on such lists; report it as a schema error.
             raise _Fail(
-                f"list default for '{t.without_aliases()}' has an element '{item.text}' that is not {kind}",
+                f"list default for '{t.without_aliases()}' has an element {_quoted(item.text)} that is not {kind}",
                 item.span[0],
             )
     return ListValue(items, text=_raw_text(raw), span=(start, end))
@@ -716,7 +723,7 @@ class _ToAst(Transformer):
         # negative size, which torch prints as text it cannot read back.
         size = (size + 2**31) % 2**32 - 2**31
         if size < 0:
-            raise _Fail(f"list size {number.value} does not fit a 32-bit int", number.start_pos)
+            raise _Fail(f"list size {_short(number.value)} does not fit a 32-bit int", number.start_pos)
         _check_depth(elem._depth + 1 + optional, start)
         t: Type = ListType(elem, size, alias, number.value, (number.start_pos, number.end_pos))
         return (OptionalType(t) if optional else t), start, end
@@ -1038,7 +1045,7 @@ def _context(stack: Optional[list]) -> str:
         return " at the start"
     top = stack[-1]
     if isinstance(top, _TOKENS):
-        return f" after '{top.value}'" if top.type != "NEWLINE" else " after a newline"
+        return f" after {_quoted(top.value)}" if top.type != "NEWLINE" else " after a newline"
     if isinstance(top, tuple) and top:
         head = top[0]
         if isinstance(head, Type):
@@ -1048,7 +1055,7 @@ def _context(stack: Optional[list]) -> str:
         if isinstance(head, OperatorName):
             return " after the operator name"
         if head == "arg":
-            return f" after argument '{top[2].value}'"
+            return f" after argument {_quoted(top[2].value)}"
     if isinstance(top, Return):
         return " after a return"
     if isinstance(top, list):
@@ -1074,7 +1081,7 @@ def _translate(e: UnexpectedInput, text: str) -> SchemaError:
             pos, got = len(text), "end of input"
         else:
             pos = tok.start_pos
-            got = "a newline" if tok.type == "NEWLINE" else f"'{tok.value}'"
+            got = "a newline" if tok.type == "NEWLINE" else _quoted(tok.value)
         ip = e.interactive_parser
         # LALR merges states, so e.expected can list tokens that would fail after a reduction; ask the parser
         # which tokens it would really take (lark's accepts() runs no callbacks).
