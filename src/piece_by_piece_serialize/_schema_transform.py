@@ -347,9 +347,12 @@ def _device_value(token: Token) -> DeviceValue:
             or (len(index_text) > 1 and index_text[0] == "0")
         ):
             raise _Fail(f"invalid device {_quoted(text)}: the index must be a decimal number", token.start_pos)
-        # torch stores the index in an int8: larger values wrap and print as text it cannot read back.
+        # torch reads the index as an int (beyond that it gives up, as we do) and then stores it in an int8:
+        # 128 and more wrap and print as text it cannot read back, so we stop at 127.
         # (The length test comes first: int() refuses strings of more than 4,300 digits.)
-        if len(index_text) > 3 or int(index_text) > 127:
+        if len(index_text) > 10 or int(index_text) > 2**31 - 1:
+            raise _Fail(f"invalid device {_quoted(text)}: the index is too large", token.start_pos)
+        if int(index_text) > 127:
             raise _Fail(f"invalid device {_quoted(text)}: the index must be at most 127", token.start_pos)
         index = int(index_text)
     return DeviceValue(dtype, index, text=token.value, span=span)
