@@ -31,6 +31,10 @@ import fuzz_schema  # noqa: E402
 from _fuzzlib import ByteReader, Stats, fail, reporting, start  # noqa: E402
 
 TARGET = "schema_structured"
+
+# Findings reported and not yet fixed (fuzz/pending/schema/<name>.md): the builder avoids the construct
+# so that a campaign keeps looking for new problems. Empty the set once fixed.
+OPEN_FINDINGS = {"union_scalar_optional"}
 STATS = Stats(TARGET)
 
 MAX_TYPE_NESTING = 5
@@ -149,6 +153,10 @@ class _Builder:
         if kind == 12:
             self.normal = False  # the parser normalises unions (flattening, order, None -> optional)
             members = tuple(self.type(depth + 1, False, in_container=True) for _ in range(2 + r.below(2)))
+            if "union_scalar_optional" in OPEN_FINDINGS:
+                members = tuple(m for m in members if not (isinstance(m, a.BaseType) and m.name == "Scalar"))  # type: ignore[attr-defined]
+                if len(members) < 2:
+                    members = (*members, a.BaseType("str"), a.BaseType("Tensor"))  # type: ignore[attr-defined]
             return a.UnionType(members, self.alias(alias_ok))  # type: ignore[attr-defined]
         wrapper = r.pick((a.FutureType, a.AwaitType, a.RRefType))  # type: ignore[attr-defined]
         return wrapper(self.type(depth + 1, False, in_container=True))  # type: ignore[operator]
