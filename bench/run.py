@@ -26,7 +26,12 @@ from _timing import SECTIONS, Row, fmt_time  # noqa: E402
 # sections live in their own modules; each registers itself on import
 # --------------------------------------------------------------------------------------------------
 
-import sections  # noqa: E402,F401  (registers the sections)
+import hotpath  # noqa: E402,F401  (registers the sections)
+import sections  # noqa: E402,F401
+import treespec_compare  # noqa: E402,F401
+
+# The order of the table: the six measurement groups.
+ORDER = ["schema", "treespec", "hotpath", "startup", "scaling"]
 
 
 def render_markdown(rows: list[Row]) -> str:
@@ -106,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table without writing RESULTS.md")
     args = parser.parse_args(argv)
     rows: list[Row] = []
-    for name, fn in SECTIONS.items():
+    for name in sorted(SECTIONS, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
+        fn = SECTIONS[name]
         if args.only and name not in args.only:
             continue
         print(f"== {name}", file=sys.stderr, flush=True)

@@ -105,6 +105,57 @@ def schema_parse(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+def _subprocess_median(cmd: list[str], repeats: int) -> float:
+    """Median wall time of a whole process (start-up included)."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _import_median(module: str, repeats: int) -> float:
+    """Median time of ``import module`` in a fresh interpreter, timed inside it (start-up excluded)."""
+    code = (
+        "import sys, time; t = time.perf_counter(); import " + module + "; t = time.perf_counter() - t; "
+        "assert 'torch' not in sys.modules and 'lark' not in sys.modules or '" + module + "' == 'lark'; print(t)"
+    )
+    samples = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        samples.append(float(out))
+    return statistics.median(samples)
+
+
+@section("startup")
+def startup(args: argparse.Namespace) -> list[Row]:
+    import tempfile
+    from pathlib import Path
+
+    py = sys.executable
+    r = _repeats(args, 15)
+    ours = _import_median("piece_by_piece_serialize", r)
+    lark = _import_median("lark", r)
+    rows = [
+        Row("startup", "import piece_by_piece_serialize (no torch, no lark)", ours, "60 ms budget", 0.060, 1.0),
+        Row("startup", "import piece_by_piece_serialize", ours, "import lark", lark),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        one = Path(tmp) / "one.schema"
+        one.write_text("mylib::op(Tensor x, Tensor? mask=None, *, int[] dims=[0, 1], float eps=1e-05) -> Tensor\n")
+        r = _repeats(args, 7)
+        cli = _subprocess_median([py, "-m", "piece_by_piece_serialize", "schema", "check", "--quiet", str(one)], r)
+        torch_check = _subprocess_median(
+            [py, "-c", f"import torch; torch._C.parse_schema(open({str(one)!r}).read().strip())"], r
+        )
+        bare = _subprocess_median([py, "-c", "pass"], r)
+    rows.append(Row("startup", "CLI `schema check` on one schema (whole process)", cli,
+                    "python -c 'import torch; parse_schema(...)'", torch_check))
+    rows.append(Row("startup", "CLI `schema check` on one schema (whole process)", cli, "bare `python -c pass`", bare))
+    return rows
+
+
 @section("scaling")
 def scaling(args: argparse.Namespace) -> list[Row]:
     from piece_by_piece_serialize import schema as ours
@@ -115,31 +166,36 @@ def scaling(args: argparse.Namespace) -> list[Row]:
         text = "ns::op(" + ", ".join(f"Tensor x{i}" for i in range(k)) + ") -> Tensor"
         times.append(interleaved({"p": lambda text=text: ours.parse_schema(text)}, repeats=_repeats(args, 7), number=20)["p"])
     expo = fitted_exponent([float(s) for s in sizes[2:]], times[2:])
-    return [
+    rows = [
         Row("scaling", "schema parse time vs arguments (25..200): fitted exponent", expo, "linear", 1.0, 1.1, unit="")
     ]
+    rows.append(_name_scaling(args))
+    return rows
 
 
-def _subprocess_median(cmd: list[str], repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+def _name_scaling(args: argparse.Namespace) -> Row:
+    """Encode + cold decode of a TreeSpec name against the number of spec nodes, 1 to 10,000."""
+    import torch.utils._pytree as pytree
 
+    from piece_by_piece_serialize import treespec_name
 
-@section("startup")
-def startup(args: argparse.Namespace) -> list[Row]:
-    py = sys.executable
-    r = _repeats(args, 15)
-    bare = _subprocess_median([py, "-c", "pass"], r)
-    ours = _subprocess_median(
-        [py, "-c", "import sys, piece_by_piece_serialize; assert 'torch' not in sys.modules"], r
-    )
-    lark = _subprocess_median([py, "-c", "import lark"], r)
-    import_ms = ours - bare
-    return [
-        Row("startup", "import piece_by_piece_serialize (no torch), minus bare interpreter", import_ms, "60 ms budget", 0.060, 1.0),
-        Row("startup", "import piece_by_piece_serialize", import_ms, "import lark", lark - bare),
-    ]
+    # Each item is a dict {"a": leaf, "b": (leaf, leaf)}: 5 nodes of three kinds, so that nothing collapses
+    # into a run; one item more or less changes the name, and the spec grows exactly linearly.
+    counts = [1, 10, 100, 500, 1000, 2000]
+    sizes, times = [], []
+    for m in counts:
+        tree = [{"a": 0, "b": (1, 2)} for _ in range(m)]
+        flat, spec = pytree.tree_flatten(tree)
+        name = treespec_name.tree_spec_as_name(spec, len(flat))
+        limits = treespec_name.DEFAULT_LIMITS
+
+        def one(spec=spec, n=len(flat), name=name) -> None:
+            treespec_name.tree_spec_as_name(spec, n)
+            treespec_name._decode(name, limits)
+
+        number = max(1, 200 // m)
+        times.append(interleaved({"n": one}, repeats=_repeats(args, 5), number=number)["n"])
+        sizes.append(float(spec.num_nodes))
+    expo = fitted_exponent(sizes[2:], times[2:])
+    return Row("scaling", f"TreeSpec name encode+decode time vs nodes ({int(sizes[2])}..{int(sizes[-1])}): "
+               "fitted exponent", expo, "linear", 1.0, 1.1, unit="")

@@ -1,13 +1,15 @@
-"""TreeSpec names against the original pickle scheme and torch's JSON ``treespec_dumps``, on the realistic corpus.
+"""Section 3: TreeSpec names against the original pickle scheme and torch's JSON ``treespec_dumps``.
 
 The original scheme is re-implemented here from its description (``"___" + base32(zlib(pickle((n, spec))))``
-with ``=`` written ``_``, decoded with ``pickle.loads``); it lives in this benchmark only. For every corpus case
-(``tests/treespec/corpus_inputs.py``) it measures name lengths (ours, original, ``treespec_dumps`` where torch can
-dump the spec) and, in the same run and interleaved, the median time to encode and to decode with ours and with
-the original. "cold" decode bypasses our cache (a name from another process); "warm" decode is the cached path
-callers hit on every forward (and on the first decode of a name encoded in this process).
+with ``=`` written ``_``, decoded with ``pickle.loads``); it lives in this benchmark only. On every case of the
+realistic corpus (``tests/treespec/corpus_inputs.py``) it measures name lengths (ours, the original,
+``treespec_dumps`` where torch can dump the spec) and, interleaved in the same run, the median time to encode
+and to decode with ours, the original and ``treespec_dumps``/``treespec_loads``. "cold" decode bypasses our
+cache (a name from another process); "warm" decode is the cached path callers hit on every forward (and on the
+first decode of a name encoded in this process). Times are the median over the corpus of each case's median.
 
-Run: ``.venv/bin/python bench/treespec_compare.py [--repeat N]``; prints a Markdown table.
+Run inside the suite (``bench/run.py --only treespec``) or alone for the per-case table:
+``.venv/bin/python bench/treespec_compare.py``.
 """
 
 from __future__ import annotations
@@ -17,95 +19,118 @@ import base64
 import pickle
 import statistics
 import sys
-import time
 import warnings
 import zlib
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "treespec"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "treespec"))
 
-import torch.utils._pytree as pytree  # noqa: E402
-from corpus_inputs import build_corpus  # noqa: E402
-
-from piece_by_piece_serialize import treespec_name  # noqa: E402
-from piece_by_piece_serialize.treespec_name import tree_spec_as_name, tree_spec_from_name  # noqa: E402
+from _timing import Row, interleaved, section  # noqa: E402
 
 
-def original_as_name(spec: pytree.TreeSpec, n: int) -> str:
+def original_as_name(spec: Any, n: int) -> str:
     return "___" + base64.b32encode(zlib.compress(pickle.dumps((n, spec)))).decode("ascii").replace("=", "_")
 
 
-def original_from_name(name: str) -> tuple[int, pytree.TreeSpec]:
+def original_from_name(name: str) -> tuple[int, Any]:
     return pickle.loads(zlib.decompress(base64.b32decode(name[3:].replace("_", "="))))
 
 
-def _median_seconds(fn, repeat: int, number: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return statistics.median(samples)
+def measure(repeats: int, number: int) -> list[dict[str, Any]]:
+    """One record per corpus case: lengths and median times (seconds) of each operation."""
+    import torch.utils._pytree as pytree
+    from corpus_inputs import build_corpus
+
+    from piece_by_piece_serialize import treespec_name
+    from piece_by_piece_serialize.treespec_name import tree_spec_as_name, tree_spec_from_name
+
+    warnings.simplefilter("ignore", FutureWarning)  # the original's pickles reference the deprecated LeafSpec
+    cold_decode = treespec_name._decode  # the uncached path
+    # treespec_loads is wrapped in an unbounded functools.lru_cache: time its uncached body, like our cold decode
+    _uncached_loads = getattr(pytree.treespec_loads, "__wrapped__", pytree.treespec_loads)
+    limits = treespec_name.DEFAULT_LIMITS
+    tree_spec_from_name("___v1_X")  # build the parser once, outside the timings
+    records = []
+    for case, tree in build_corpus().items():
+        flat, spec = pytree.tree_flatten(tree)
+        n = len(flat)
+        ours = tree_spec_as_name(spec, n)
+        orig = original_as_name(spec, n)
+        if tree_spec_from_name(ours)[1] != spec or original_from_name(orig)[1] != spec:
+            raise AssertionError(f"{case}: a name does not decode to its spec")
+        try:
+            dumped = pytree.treespec_dumps(spec)
+        except Exception:  # torch cannot dump this spec (unregistered namedtuple, return_types, ...)
+            dumped = None
+        fns = {
+            "enc_ours": lambda: tree_spec_as_name(spec, n),
+            "enc_orig": lambda: original_as_name(spec, n),
+            "dec_ours_cold": lambda: cold_decode(ours, limits),
+            "dec_orig": lambda: original_from_name(orig),
+            "dec_ours_warm": lambda: tree_spec_from_name(ours),
+        }
+        if dumped is not None:
+            fns["enc_dumps"] = lambda: pytree.treespec_dumps(spec)
+            fns["dec_loads"] = lambda: _uncached_loads(dumped)
+        times = interleaved(fns, repeats=repeats, number=number)
+        records.append({"case": case, "ours": len(ours), "orig": len(orig),
+                        "dumps": None if dumped is None else len(dumped), "t": times})
+    return records
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+@section("treespec")
+def treespec_rows(args: argparse.Namespace) -> list[Row]:
+    records = measure(3 if args.quick else 7, 10 if args.quick else 40)
+    n = len(records)
+    dumpable = [r for r in records if r["dumps"] is not None]
+    note = f"{n} corpus cases"
+    dnote = f"{len(dumpable)} cases treespec_dumps handles"
+
+    def t(key: str, rs: list[dict[str, Any]] = records) -> float:
+        return _med([r["t"][key] for r in rs])
+
+    length = lambda key, rs=records: _med([float(r[key]) for r in rs])  # noqa: E731
+    return [
+        Row("treespec", "median name length", length("ours"), "original pickle name", length("orig"), 0.4,
+            unit="chars", note=note),
+        Row("treespec", "max name length", float(max(r["ours"] for r in records)), "original pickle name",
+            float(max(r["orig"] for r in records)), unit="chars", note=note),
+        Row("treespec", "median name length", length("ours", dumpable), "treespec_dumps JSON",
+            length("dumps", dumpable), unit="chars", note=dnote),
+        Row("treespec", "max name length", float(max(r["ours"] for r in dumpable)), "treespec_dumps JSON",
+            float(max(r["dumps"] for r in dumpable)), unit="chars", note=dnote),
+        Row("treespec", "encode, per name", t("enc_ours"), "original pickle name", t("enc_orig"), 1.0, note=note),
+        Row("treespec", "decode, cold, per name", t("dec_ours_cold"), "original pickle name", t("dec_orig"), 1.0,
+            note=note),
+        Row("treespec", "decode, warm (cached), per name", t("dec_ours_warm"), "original pickle name",
+            t("dec_orig"), 0.05, note=note),
+        Row("treespec", "encode, per name", t("enc_ours", dumpable), "treespec_dumps", t("enc_dumps", dumpable),
+            note=dnote),
+        Row("treespec", "decode, cold, per name", t("dec_ours_cold", dumpable), "treespec_loads",
+            t("dec_loads", dumpable), note=dnote),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--number", type=int, default=50)
+    parser.add_argument("--number", type=int, default=40)
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore", FutureWarning)  # the original's pickles reference the deprecated LeafSpec
-
-    corpus = build_corpus()
-    rows = []
-    cold_decode = treespec_name._decode  # the uncached path
-    limits = treespec_name.DEFAULT_LIMITS
-    tree_spec_from_name("___v1_X")  # build the parser once, outside the timings
-    for case, tree in corpus.items():
-        flat, spec = pytree.tree_flatten(tree)
-        n = len(flat)
-        ours = tree_spec_as_name(spec, n)
-        orig = original_as_name(spec, n)
-        assert tree_spec_from_name(ours)[1] == spec and original_from_name(orig)[1] == spec
-        try:
-            dumps = len(pytree.treespec_dumps(spec))
-        except Exception:  # torch cannot dump this spec (unregistered namedtuple, return_types, ...)
-            dumps = None
-        timings = {}
-        # Interleave ours and the original so that machine noise hits both alike.
-        for label, fn in (
-            ("enc_ours", lambda: tree_spec_as_name(spec, n)),
-            ("enc_orig", lambda: original_as_name(spec, n)),
-            ("dec_ours_cold", lambda: cold_decode(ours, limits)),
-            ("dec_orig", lambda: original_from_name(orig)),
-            ("dec_ours_warm", lambda: tree_spec_from_name(ours)),
-        ):
-            timings[label] = _median_seconds(fn, args.repeat, args.number)
-        rows.append((case, len(ours), len(orig), dumps, timings))
-
-    def med(values: list[float]) -> float:
-        return statistics.median(values)
-
-    ours_len = [r[1] for r in rows]
-    orig_len = [r[2] for r in rows]
-    dumps_len = [r[3] for r in rows if r[3] is not None]
-    us = {k: med([r[4][k] for r in rows]) * 1e6 for k in rows[0][4]}
-    print(f"corpus: {len(rows)} cases; torch.utils._pytree.treespec_dumps handled {len(dumps_len)} of them\n")
-    print("| measure | ours | original (pickle) | treespec_dumps |")
-    print("|---|---:|---:|---:|")
-    print(f"| median name length (chars) | {med(ours_len):.0f} | {med(orig_len):.0f} | {med(dumps_len):.0f} |")
-    print(f"| max name length (chars) | {max(ours_len)} | {max(orig_len)} | {max(dumps_len)} |")
-    print(f"| median encode (µs) | {us['enc_ours']:.1f} | {us['enc_orig']:.1f} | |")
-    print(f"| median decode, cold (µs) | {us['dec_ours_cold']:.1f} | {us['dec_orig']:.1f} | |")
-    print(f"| median decode, warm/cached (µs) | {us['dec_ours_warm']:.2f} | | |")
-    print(f"\nratios ours/original: encode {us['enc_ours'] / us['enc_orig']:.2f}, cold decode "
-          f"{us['dec_ours_cold'] / us['dec_orig']:.2f}, warm decode {us['dec_ours_warm'] / us['dec_orig']:.3f}")
-    print("\n| case | ours | original | dumps | enc ours/orig µs | cold dec ours/orig µs |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for case, lo, lg, ld, t in rows:
-        print(f"| {case} | {lo} | {lg} | {'' if ld is None else ld} | {t['enc_ours'] * 1e6:.1f} / "
-              f"{t['enc_orig'] * 1e6:.1f} | {t['dec_ours_cold'] * 1e6:.1f} / {t['dec_orig'] * 1e6:.1f} |")
+    records = measure(args.repeat, args.number)
+    print("| case | ours | original | dumps | enc ours/orig µs | cold dec ours/orig µs | warm dec µs |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in records:
+        t = r["t"]
+        print(f"| {r['case']} | {r['ours']} | {r['orig']} | {'' if r['dumps'] is None else r['dumps']} "
+              f"| {t['enc_ours'] * 1e6:.1f} / {t['enc_orig'] * 1e6:.1f} "
+              f"| {t['dec_ours_cold'] * 1e6:.1f} / {t['dec_orig'] * 1e6:.1f} | {t['dec_ours_warm'] * 1e6:.2f} |")
     return 0
 
 

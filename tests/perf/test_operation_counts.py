@@ -1,0 +1,262 @@
+"""Performance guards that cannot flake: operation counts, never wall-clock time.
+
+The benchmark suite (``make bench``) measures speed as ratios; CI cannot, because shared machines are noisy.
+What CI can check exactly is the work done: the number of Python function calls (counted with
+``sys.setprofile``), lexer tokens, cache hits and misses, modules imported. Each count is deterministic for a
+given input, so a regression -- a per-call string formatted on the hot path, a cache that stopped hitting, a
+quadratic loop, a parser rebuilt in strict mode at run time, a heavy import at package import -- fails here
+whatever the load of the machine.
+
+Budgets are the measured counts with headroom (about 1.5x) for honest refactoring; linearity checks compare
+the increments of the same operation at growing sizes, which must be equal (within 5%; caches warmed by the first sizes make the first step a little cheaper), not merely small.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# --------------------------------------------------------------------------------------------------------------
+# Counting
+
+
+class Counts:
+    """Python-level function calls made while running ``fn``, in total and by function name."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.total = 0
+        self.by_name: dict[str, int] = {}
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                self.total += 1
+                name = frame.f_code.co_name
+                self.by_name[name] = self.by_name.get(name, 0) + 1
+
+        sys.setprofile(profile)
+        try:
+            self.result = fn()
+        finally:
+            sys.setprofile(None)
+
+
+def _increments(counts: list[int]) -> list[int]:
+    return [b - a for a, b in zip(counts, counts[1:])]
+
+
+def _assert_linear(counts: list[int], what: str) -> None:
+    """Equal steps of input size must cost equal numbers of calls (within 5%): no hidden quadratic term."""
+    steps = _increments(counts)
+    assert min(steps) > 0, f"{what}: calls do not grow with the input: {counts}"
+    assert max(steps) <= 1.05 * min(steps), f"{what}: calls grow faster than linearly: {counts} (steps {steps})"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Schema language
+
+
+@pytest.fixture(scope="module")
+def torch_schemas() -> list[str]:
+    torch = pytest.importorskip("torch")
+    return [str(s) for s in torch._C._jit_get_all_schemas()]
+
+
+def _schema_tokens(text: str) -> int:
+    """Tokens the schema lexer produces for ``text`` (what the parser is fed)."""
+    from piece_by_piece_serialize import _schema_transform
+
+    ip = _schema_transform._parser("\n" in text).parse_interactive(text)
+    return len(ip.exhaust_lexer())
+
+
+# Python calls per lexer token over the whole torch corpus (lark's LALR loop, lexer and our callbacks).
+SCHEMA_CALLS_PER_TOKEN = 32  # measured: 21.6
+
+
+def test_schema_parse_calls_per_token_over_the_torch_corpus(torch_schemas: list[str]) -> None:
+    from piece_by_piece_serialize import schema
+
+    schema.parse_schema(torch_schemas[0])  # the parser is built once, outside the count
+    tokens = sum(_schema_tokens(s) for s in torch_schemas)
+    counts = Counts(lambda: [schema.parse_schema(s) for s in torch_schemas])
+    assert len(counts.result) == len(torch_schemas) == 4374
+    per_token = counts.total / tokens
+    assert per_token <= SCHEMA_CALLS_PER_TOKEN, (
+        f"{counts.total} calls for {tokens} tokens ({per_token:.1f} per token) parsing {len(torch_schemas)} schemas"
+    )
+
+
+def test_schema_parse_is_linear_in_the_number_of_arguments() -> None:
+    from piece_by_piece_serialize import schema
+
+    def text(k: int) -> str:
+        return "ns::op(" + ", ".join(f"Tensor(a{i}!)? x{i}=None" for i in range(k)) + ") -> Tensor"
+
+    schema.parse_schema(text(1))
+    sizes = [100, 200, 300, 400]
+    calls = [Counts(lambda k=k: schema.parse_schema(text(k))).total for k in sizes]
+    tokens = [_schema_tokens(text(k)) for k in sizes]
+    _assert_linear(tokens, "schema tokens")
+    _assert_linear(calls, "schema parse calls")
+
+
+def test_warm_extract_names_is_one_cache_hit() -> None:
+    from piece_by_piece_serialize import schema
+
+    text = "ns::op(Tensor x, Tensor? mask=None, *, int[] dims=[0, 1], float eps=1e-05) -> Tensor"
+    schema.extract_names_from_schema(text)
+    before = schema._names.cache_info()
+    counts = Counts(lambda: schema.extract_names_from_schema(text))
+    after = schema._names.cache_info()
+    assert counts.result == ["x", "mask", "dims", "eps"]
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+    assert counts.total <= 2, counts.by_name  # the public function and nothing below it but the cache
+
+
+# --------------------------------------------------------------------------------------------------------------
+# TreeSpec names
+
+
+def _items_tree(m: int) -> Any:
+    # 5 nodes of three kinds per item, so that nothing collapses into a run of leaves
+    return [{"a": 0, "b": (1, 2)} for _ in range(m)]
+
+
+# Python calls per spec node (encode, and decode without the cache)
+ENCODE_CALLS_PER_NODE = 8  # measured: 4.8
+DECODE_CALLS_PER_NODE = 33  # measured: 21.8
+
+
+def test_treespec_name_encode_and_decode_are_linear_in_nodes() -> None:
+    pytree = pytest.importorskip("torch.utils._pytree")
+    from piece_by_piece_serialize import treespec_name
+
+    treespec_name.tree_spec_from_name("___v1_X")  # build the parser outside the counts
+    limits = treespec_name.DEFAULT_LIMITS
+    enc, dec, nodes = [], [], []
+    for m in (500, 1000, 1500, 2000):  # up to 10,001 nodes
+        flat, spec = pytree.tree_flatten(_items_tree(m))
+        name = treespec_name.tree_spec_as_name(spec, len(flat))
+        enc.append(Counts(lambda: treespec_name.tree_spec_as_name(spec, len(flat))).total)
+        decoded = Counts(lambda: treespec_name._decode(name, limits))
+        assert decoded.result[1] == spec
+        dec.append(decoded.total)
+        nodes.append(spec.num_nodes)
+    assert nodes[-1] == 10_001
+    _assert_linear(enc, "tree_spec_as_name calls")
+    _assert_linear(dec, "tree_spec_from_name (uncached) calls")
+    assert enc[-1] / nodes[-1] <= ENCODE_CALLS_PER_NODE, (enc, nodes)
+    assert dec[-1] / nodes[-1] <= DECODE_CALLS_PER_NODE, (dec, nodes)
+
+
+def test_warm_treespec_decode_is_a_cache_hit() -> None:
+    pytree = pytest.importorskip("torch.utils._pytree")
+    from piece_by_piece_serialize import treespec_name
+
+    flat, spec = pytree.tree_flatten({"input_ids": 1, "mask": (2, 3)})
+    name = treespec_name.tree_spec_as_name(spec, len(flat))
+    treespec_name.tree_spec_from_name(name)
+    counts = Counts(lambda: treespec_name.tree_spec_from_name(name))
+    assert counts.result == (3, spec)
+    assert counts.total <= 2, counts.by_name  # no parse, no build: one dict lookup
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Hot path: serialize_args + deserialize_args
+
+
+def _decode_step(n_layers: int) -> tuple[Any, ...]:
+    torch = pytest.importorskip("torch")
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    cache = cache_utils.DynamicCache()
+    for i in range(n_layers):
+        cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4), i)
+    return torch.tensor([[1]]), torch.ones(1, 4, dtype=torch.long), cache
+
+
+def _hot_call(inputs: tuple[Any, ...], types: list[str]) -> Any:
+    from piece_by_piece_serialize import deserialize_args, serialize_args
+
+    return deserialize_args(serialize_args(inputs, None, None), types)
+
+
+# Python calls of one serialize_args + deserialize_args: fixed part, and per cache layer (the layer
+# constructor of transformers included)
+HOT_PATH_FIXED_CALLS = 30  # measured: 20 (this test's helper included)
+HOT_PATH_CALLS_PER_LAYER = 2  # measured: 1 (DynamicLayer.__init__)
+
+
+def test_hot_path_calls_per_cache_layer() -> None:
+    from piece_by_piece_serialize import type_as_str_with_info
+    from piece_by_piece_serialize.type_info import _parse_small
+
+    calls = []
+    layers = [8, 16, 24, 32]
+    for n in layers:
+        inputs = _decode_step(n)
+        types = [type_as_str_with_info(a) for a in inputs]
+        _hot_call(inputs, types)  # parses the type-info strings once
+        before = _parse_small.cache_info()
+        counts = Counts(lambda: _hot_call(inputs, types))
+        after = _parse_small.cache_info()
+        assert len(counts.result[2].layers) == n
+        # every type-info string is a cache hit: nothing is parsed on the hot path
+        assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)
+        calls.append(counts.total)
+    _assert_linear(calls, "hot path calls vs cache layers")
+    per_layer = (calls[-1] - calls[0]) / (layers[-1] - layers[0])
+    fixed = calls[0] - per_layer * layers[0]
+    assert per_layer <= HOT_PATH_CALLS_PER_LAYER, calls
+    assert fixed <= HOT_PATH_FIXED_CALLS, calls
+
+
+def test_hot_path_formats_no_strings() -> None:
+    # Error-message strings must only be built on the error path.
+    from piece_by_piece_serialize import type_as_str_with_info
+
+    inputs = _decode_step(2)
+    types = [type_as_str_with_info(a) for a in inputs]
+    _hot_call(inputs, types)
+    counts = Counts(lambda: _hot_call(inputs, types))
+    assert not {"_argument", "__str__", "__repr__", "describe"} & set(counts.by_name), counts.by_name
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Parsers and imports
+
+
+def test_runtime_parsers_are_built_once_and_not_strict() -> None:
+    # strict=True costs a terminal-collision analysis (about 0.6 s for the TreeSpec grammar) on first use;
+    # tests/test_grammars.py checks strictness instead.
+    from piece_by_piece_serialize import _schema_transform, _treespec_transform, _type_info_transform
+    from piece_by_piece_serialize import schema
+
+    schema.parse_schema("a::b(Tensor x) -> Tensor")
+    schema.parse_schema("a::b(\n Tensor x) -> Tensor")
+    parsers = [*_schema_transform._parsers.values(), _treespec_transform._parser(), _type_info_transform._parser()]
+    for parser in parsers:
+        assert parser.options.strict is False
+    assert _treespec_transform._parser() is _treespec_transform._parser()
+    assert _type_info_transform._parser() is _type_info_transform._parser()
+    again = Counts(lambda: schema.parse_schema("a::b(Tensor x) -> Tensor"))
+    assert "build_parser" not in again.by_name
+
+
+# Modules a bare ``import piece_by_piece_serialize`` may add to a fresh interpreter (measured: 7).
+IMPORT_MODULE_BUDGET = 10
+
+
+def test_package_import_is_light() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import piece_by_piece_serialize; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert "piece_by_piece_serialize" in out
+    heavy = {m for m in out if m.split(".")[0] in ("torch", "transformers", "lark", "typing", "re", "numpy")}
+    assert not heavy, heavy
+    assert len(out) <= IMPORT_MODULE_BUDGET, out
