@@ -87,32 +87,57 @@ def flatten(cache: Any) -> list[Any]:
     return out
 
 
-def _new_layer(cu: Any, spec: CacheLayer, keys: Any, values: Any) -> Any:
-    # The layer is filled the way its own update() would leave it after one call with these states,
-    # but without torch.cat, so that the very same tensor objects end up in the cache.
-    if spec.sliding_window is None:
-        layer = cu.DynamicLayer()
+def flatten_supported(cache: Any) -> list[Any] | None:
+    """:func:`flatten` of a supported cache, or ``None`` for any other cache (then :func:`describe` says why).
+
+    This is the check of :func:`describe` and the flattening in one pass over the layers, without building
+    type-info nodes: ``serialize_args`` runs it on every forward call.
+    """
+    cu = sys.modules[_MODULE]
+    cls = type(cache)
+    if cls is cu.DynamicCache:
+        parts: tuple[Any, ...] = (cache,)
+    elif cls is cu.EncoderDecoderCache:
+        parts = (cache.self_attention_cache, cache.cross_attention_cache)
     else:
-        layer = cu.DynamicSlidingWindowLayer(sliding_window=spec.sliding_window)
-    if spec.populated:
-        layer.device = keys.device
-        layer.keys = keys
-        layer.values = values
-        layer.is_initialized = True
-        if spec.sliding_window is not None:
-            layer._sliding_window_tensor = layer._sliding_window_tensor.to(keys.device)
-            layer.cumulative_length = keys.shape[-2]
-    return layer
+        return None
+    dynamic_layer, sliding_layer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer
+    out: list[Any] = []
+    for part in parts:
+        if type(part) is not cu.DynamicCache or getattr(part, "offloading", False):
+            return None
+        for layer in part.layers:
+            kind = type(layer)
+            if kind is not dynamic_layer and kind is not sliding_layer:
+                return None
+            if layer.is_initialized:
+                out.append(layer.keys)
+                out.append(layer.values)
+    return out
 
 
 def _rebuild_dynamic(cu: Any, info: DynamicCacheInfo, tensors: Sequence[Any], pos: int) -> tuple[Any, int]:
+    # Each layer is filled the way its own update() would leave it after one call with these states, but
+    # without torch.cat, so that the very same tensor objects end up in the cache. The loop walks the
+    # run-length encoded layers (at most MAX_CACHE_LAYERS in all): this runs on every forward call.
+    dynamic_layer, sliding_layer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer
     layers = []
-    for spec in info.layers:  # at most MAX_CACHE_LAYERS
-        if spec.populated:
-            layers.append(_new_layer(cu, spec, tensors[pos], tensors[pos + 1]))
-            pos += 2
-        else:
-            layers.append(_new_layer(cu, spec, None, None))
+    for run in info.runs:
+        window = run.layer.sliding_window
+        populated = run.layer.populated
+        for _ in range(run.count):
+            layer = dynamic_layer() if window is None else sliding_layer(sliding_window=window)
+            if populated:
+                keys = tensors[pos]
+                layer.device = keys.device
+                layer.keys = keys
+                layer.values = tensors[pos + 1]
+                layer.is_initialized = True
+                if window is not None:
+                    layer._sliding_window_tensor = layer._sliding_window_tensor.to(keys.device)
+                    layer.cumulative_length = keys.shape[-2]
+                pos += 2
+            layers.append(layer)
     cache = cu.DynamicCache()
     cache.layers = layers
     return cache, pos
@@ -120,7 +145,9 @@ def _rebuild_dynamic(cu: Any, info: DynamicCacheInfo, tensors: Sequence[Any], po
 
 def rebuild(info: DynamicCacheInfo | EncoderDecoderCacheInfo, tensors: Sequence[Any]) -> Any:
     """A new cache of the kind ``info`` describes holding ``tensors`` (exactly ``info.n_items``)."""
-    import transformers.cache_utils as cu  # the type-info string names a transformers class
+    cu = sys.modules.get(_MODULE)
+    if cu is None:  # the type-info string names a transformers class: import it (once)
+        import transformers.cache_utils as cu
 
     if isinstance(info, EncoderDecoderCacheInfo):
         self_cache, pos = _rebuild_dynamic(cu, info.self_attention, tensors, 0)

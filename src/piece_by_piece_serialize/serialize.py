@@ -218,12 +218,14 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
         return obj
     if kind == _K_DICT:  # pragma: no cover - handled above
         return [obj[key] for key in sorted(obj)]
-    what = _argument(name, schema)
     if kind == _K_CACHE:
-        _caches.describe(obj, what)
-        return _caches.flatten(obj)
+        flat = _caches.flatten_supported(obj)
+        if flat is None:  # describe() raises the TypeError that names the argument and the class
+            _caches.describe(obj, _argument(name, schema))
+            raise TypeError(f"{_argument(name, schema)}: unsupported cache {type(obj).__qualname__}")
+        return flat
     leaves, _, caches = _flatten_tree(obj)
-    return _expand_caches(leaves, caches, what) if caches else leaves
+    return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
 
 def _argument(name: Union[str, int, None], schema: Optional[str] = None) -> str:

@@ -215,15 +215,20 @@ class DynamicCacheInfo(TypeInfo):
     """
 
     runs: tuple[LayerRun, ...]
+    #: How many items of the flat list the cache consumes; computed once here because deserialization reads
+    #: it on every forward call.
+    n_items: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        total = 0
+        total = items = 0
         for i, run in enumerate(self.runs):
             if run.count < 1 or (i and self.runs[i - 1].layer == run.layer):
                 raise ValueError(f"DynamicCacheInfo.runs is not canonical: {self.runs!r}")
             total += run.count
+            items += run.count * run.layer.n_items
         if total > MAX_CACHE_LAYERS:
             raise ValueError(f"a cache may describe at most MAX_CACHE_LAYERS={MAX_CACHE_LAYERS} layers, got {total}")
+        object.__setattr__(self, "n_items", items)
 
     @classmethod
     def of_layers(cls, layers: Iterable[CacheLayer]) -> DynamicCacheInfo:
@@ -245,10 +250,6 @@ class DynamicCacheInfo(TypeInfo):
     def n_layers(self) -> int:
         return sum(run.count for run in self.runs)
 
-    @property
-    def n_items(self) -> int:
-        return sum(run.count * run.layer.n_items for run in self.runs)
-
     def __str__(self) -> str:
         return f"DynamicCache_{_runs_str(self.runs)}"
 
@@ -259,10 +260,10 @@ class EncoderDecoderCacheInfo(TypeInfo):
 
     self_attention: DynamicCacheInfo
     cross_attention: DynamicCacheInfo
+    n_items: int = field(init=False, repr=False, compare=False)  # see DynamicCacheInfo.n_items
 
-    @property
-    def n_items(self) -> int:
-        return self.self_attention.n_items + self.cross_attention.n_items
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_items", self.self_attention.n_items + self.cross_attention.n_items)
 
     def __str__(self) -> str:
         return (
