@@ -78,6 +78,30 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 7, numbe
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def fastest_times(fns: dict[str, Callable[[], object]], *, repeats: int = 9, number: int = 1) -> dict[str, float]:
+    """The fastest sample of each function, measured in alternation like :func:`interleaved`.
+
+    For scaling fits only: noise on a shared machine only ever adds time, so the fastest sample is the closest
+    to the cost of the work itself, and alternating the sizes spreads any busy period over all of them.
+    """
+    for fn in fns.values():
+        fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for key, fn in fns.items():
+                start = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                samples[key].append((time.perf_counter() - start) / number)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {k: min(v) for k, v in samples.items()}
+
+
 def fmt_time(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.2f} s"

@@ -180,7 +180,7 @@ def hot_path_inputs() -> dict[str, tuple[tuple, tuple]]:
 
 
 def _number(args: argparse.Namespace) -> int:
-    return 50 if args.quick else 300
+    return 50 if args.quick else 200
 
 
 @section("hotpath")
@@ -211,7 +211,7 @@ def hot_path(args: argparse.Namespace) -> list[Row]:
             leaves, spec = tree_flatten(plain)
             tree_unflatten(leaves, spec)
 
-        t = interleaved({"ours": ours, "pytree": pytree, "orig": original}, repeats=3 if args.quick else 9,
+        t = interleaved({"ours": ours, "pytree": pytree, "orig": original}, repeats=3 if args.quick else 21,
                         number=_number(args))
         n_items = len(serialize_args(inputs, None, None))
         note = f"{n_items} tensors"

@@ -45,7 +45,12 @@ def render_markdown(rows: list[Row]) -> str:
         "|---|---|---:|---|---:|---:|---:|:-:|",
     ]
     for r in rows:
-        value = (lambda v: fmt_time(v)) if r.unit == "s" else (lambda v: f"{v:,.1f} {r.unit}")
+        if r.unit == "s":
+            value = fmt_time
+        elif r.unit:
+            value = lambda v, unit=r.unit: f"{v:,.0f} {unit}"  # noqa: E731 (counts: characters, ...)
+        else:
+            value = lambda v: f"{v:.2f}"  # noqa: E731 (dimensionless: fitted exponents)
         target = "" if r.target is None else f"≤ {r.target:g}"
         met = "" if r.met is None else ("yes" if r.met else "**no**")
         what = r.what + (f" ({r.note})" if r.note else "")

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from _timing import Row, fitted_exponent, interleaved, section
+from _timing import Row, fastest_times, fitted_exponent, interleaved, section
 
 # The original extract_names_from_schema: one regular expression (baseline only).
 _ORIGINAL_NAMES_RE = re.compile(r"\w+\??\s+(\w+)")
@@ -95,10 +95,10 @@ def schema_parse(args: argparse.Namespace) -> list[Row]:
     schema = "ns::op(Tensor x, Tensor? mask=None, *, int[] dims=[0, 1], float eps=1e-05) -> Tensor"
     extract = ours.extract_names_from_schema
     extract(schema)
-    number = 2000 if args.quick else 20000
+    number = 2000 if args.quick else 10000
     tw = interleaved(
         {"ours": lambda: extract(schema), "regex": lambda: _original_extract_names(schema)},
-        repeats=_repeats(args, 7),
+        repeats=_repeats(args, 21),
         number=number,
     )
     rows.append(Row("schema", "extract_names_from_schema, warm", tw["ours"], "original regex", tw["regex"], 0.05))
@@ -161,13 +161,15 @@ def scaling(args: argparse.Namespace) -> list[Row]:
     from piece_by_piece_serialize import schema as ours
 
     sizes = [1, 5, 25, 50, 100, 200]
-    times = []
+    fns = {}
     for k in sizes:
         text = "ns::op(" + ", ".join(f"Tensor x{i}" for i in range(k)) + ") -> Tensor"
-        times.append(interleaved({"p": lambda text=text: ours.parse_schema(text)}, repeats=_repeats(args, 7), number=20)["p"])
+        fns[k] = lambda text=text: ours.parse_schema(text)
+    fastest = fastest_times(fns, repeats=_repeats(args, 15), number=5)
+    times = [fastest[k] for k in sizes]
     expo = fitted_exponent([float(s) for s in sizes[2:]], times[2:])
     rows = [
-        Row("scaling", "schema parse time vs arguments (25..200): fitted exponent", expo, "linear", 1.0, 1.1, unit="")
+        Row("scaling", "schema parse time vs arguments (25..200): fitted exponent (fastest of repeats)", expo, "linear", 1.0, 1.1, unit="")
     ]
     rows.append(_name_scaling(args))
     return rows
@@ -182,7 +184,7 @@ def _name_scaling(args: argparse.Namespace) -> Row:
     # Each item is a dict {"a": leaf, "b": (leaf, leaf)}: 5 nodes of three kinds, so that nothing collapses
     # into a run; one item more or less changes the name, and the spec grows exactly linearly.
     counts = [1, 10, 100, 500, 1000, 2000]
-    sizes, times = [], []
+    sizes, fns = [], {}
     for m in counts:
         tree = [{"a": 0, "b": (1, 2)} for _ in range(m)]
         flat, spec = pytree.tree_flatten(tree)
@@ -193,9 +195,10 @@ def _name_scaling(args: argparse.Namespace) -> Row:
             treespec_name.tree_spec_as_name(spec, n)
             treespec_name._decode(name, limits)
 
-        number = max(1, 200 // m)
-        times.append(interleaved({"n": one}, repeats=_repeats(args, 5), number=number)["n"])
+        fns[m] = one
         sizes.append(float(spec.num_nodes))
+    fastest = fastest_times(fns, repeats=_repeats(args, 11))
+    times = [fastest[m] for m in counts]
     expo = fitted_exponent(sizes[2:], times[2:])
     return Row("scaling", f"TreeSpec name encode+decode time vs nodes ({int(sizes[2])}..{int(sizes[-1])}): "
-               "fitted exponent", expo, "linear", 1.0, 1.1, unit="")
+               "fitted exponent (fastest of repeats)", expo, "linear", 1.0, 1.1, unit="")
