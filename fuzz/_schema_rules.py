@@ -184,62 +184,21 @@ def _union_with_scalar(item: object) -> bool:
     )
 
 
-def _union_of_futures_or_tuples(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_unifies_futures_and_tuples.md): torch unifies the Future members and
-    the tuple members of a Union."""
-    return any(_merges_members(node) for node in iter_types(item.type))  # type: ignore[attr-defined]
-
-
-def _merges_members(node: object) -> bool:
-    a = _ast()
-    if not isinstance(node, a.UnionType):
-        return False
-    futures = sum(isinstance(m, a.FutureType) for m in node.members)
-    tuples = sum(isinstance(m, a.TupleType) for m in node.members)
-    return futures >= 2 or tuples >= 2
-
-
-def _union_int_float_complex(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_int_float_complex_is_scalar.md): torch folds int, float and complex
-    members into Scalar."""
+def _optional_of_optional_scalar(item: object) -> bool:
+    """An optional Scalar (``Scalar?``): torch prints an optional of an optional Scalar (``Scalar??``,
+    ``Union(Scalar, None)?``, ``Union(ScalarType?, Scalar)?``) as ``Union(Scalar)?``, which its own parser reads
+    back as ``Scalar?``; we print ``Scalar?`` (the fixed point)."""
     a = _ast()
     return any(
-        isinstance(node, a.UnionType)
-        and {"int", "float", "complex"} <= {m.name for m in node.members if isinstance(m, a.BaseType)}
+        isinstance(node, a.OptionalType) and isinstance(node.elem, a.BaseType) and node.elem.name == "Scalar"
         for node in iter_types(item.type)  # type: ignore[attr-defined]
     )
-
-
-def _has_anyclasstype_union(item: object) -> bool:
-    a = _ast()
-    return any(
-        isinstance(node, a.UnionType) and any(isinstance(m, a.BaseType) and m.name == "AnyClassType" for m in node.members)
-        for node in iter_types(item.type)  # type: ignore[attr-defined]
-    )
-
-
-def _optional_scalar_union(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_scalar_optional.md): optional unions around Scalar normalise
-    differently (``Union(Scalar, int)?``, ``Union(ScalarType?, Scalar)?``)."""
-    a = _ast()
-    for node in iter_types(item.type):  # type: ignore[attr-defined]
-        if isinstance(node, a.OptionalType):
-            elem = node.elem
-            if isinstance(elem, a.BaseType) and elem.name == "Scalar":
-                return True
-            if isinstance(elem, a.UnionType) and any(isinstance(m, a.BaseType) and m.name == "Scalar" for m in elem.members):
-                return True
-    return False
 
 
 # Rules for findings reported and not yet resolved: kept apart, named "OPEN: ...", so that a campaign can
 # go on finding new problems while the counters show how often each open one was hit. Remove an entry
-# once the library is fixed (or the difference is documented and moved to PRINT_RULES).
-OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {
-    "OPEN: Union of Futures or tuples (printing)": _union_of_futures_or_tuples,
-    "OPEN: Union(int, float, complex) folds to Scalar": _union_int_float_complex,
-    "OPEN: optional Scalar union": _optional_scalar_union,
-}
+# once the library is fixed (or the difference is documented and moved to PRINT_RULES). None are open.
+OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {}
 
 def _enum_default_on_float(item: object) -> bool:
     """``float u=float`` / ``complex v=complex``: torch prints the code (``6``), which reads back as a
@@ -261,6 +220,7 @@ PRINT_RULES: dict[str, Callable[[object], bool]] = {
     "print: non-ASCII / control characters in a string": _unusual_string,
     "print: enum identifier default of a float/complex argument": _enum_default_on_float,
     "print: Union with a Scalar member": _union_with_scalar,
+    "print: optional of an optional Scalar": _optional_of_optional_scalar,
     **OPEN_PRINT_RULES,
 }
 
@@ -270,8 +230,6 @@ PRINT_RULES: dict[str, Callable[[object], bool]] = {
 
 def _accept_rule_ours_only(schema: object, text: str, torch_message: str) -> str | None:
     """Why we accept a text torch rejects, if a documented rule says so."""
-    a = _ast()
-    items = [*schema.arguments, *schema.returns]  # type: ignore[attr-defined]
     if "Unknown custom class type" in torch_message:
         # The rule is "not checked by default": with torch's registry as the check, we must reject too.
         from piece_by_piece_serialize.errors import SchemaError
@@ -281,10 +239,6 @@ def _accept_rule_ours_only(schema: object, text: str, torch_message: str) -> str
             parse_schema(text, class_exists=torch_class_exists)
         except SchemaError:
             return "accept: custom class registration not checked"
-        if any(_has_anyclasstype_union(item) for item in items):
-            return "OPEN: class absorbed by AnyClassType escapes class_exists (fuzz/pending/schema/class_exists_absorbed_by_anyclasstype.md)"
-    if "union_type.cpp" in torch_message and any(_union_of_futures_or_tuples(item) for item in items):
-        return "OPEN: Union of Futures or tuples accepted (fuzz/pending/schema/union_unifies_futures_and_tuples.md)"
     return None
 
 

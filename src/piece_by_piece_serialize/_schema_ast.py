@@ -26,6 +26,17 @@ torch prints (function_schema.h, ivalue.cpp, alias_info.h) and this module print
   read back) -> ``\\015``
 * alias sets in hash order                            -> in the order written (equality ignores the order)
 * ``Tensor(a)[](b)[](c)`` as ``Tensor[](b)[](c)``     -> every annotation that was written
+* an optional of an optional Scalar (``Scalar??``, ``Union(Scalar, None)?``) as ``Union(Scalar)?`` -> ``Scalar?``
+  (torch reads both as the same type; ``Union(Scalar)?`` itself prints as ``Scalar?`` in torch, so only
+  ``Scalar?`` is a fixed point)
+
+Note [Absorbed union members]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Union normalisation drops members another member absorbs (``AnyClassType`` absorbs every custom class, ``Any``
+everything but None, ``Future(Any)`` every Future). torch checks custom classes and type variables while it
+parses, before the Union forms, so a check of what was *written* must still see them: ``UnionType`` and
+``OptionalType`` keep the dropped members in ``absorbed`` (``compare=False``, never printed), and
+``schema.parse_schema`` walks them for its ``class_exists`` and ``allow_typevars`` checks.
 """
 
 from __future__ import annotations
@@ -202,6 +213,8 @@ class OptionalType(Type):
     """``T?``. torch collapses ``T??`` to ``T?``; so does the parser (never build OptionalType(OptionalType))."""
 
     elem: Type
+    # Types written inside a Union that normalisation absorbed (Note [Absorbed union members]).
+    absorbed: Tuple[Type, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._set_depth(self.elem._depth + 1)
@@ -216,7 +229,7 @@ class OptionalType(Type):
 
     def without_aliases(self) -> "Type":
         elem = self.elem.without_aliases()
-        return self if elem is self.elem else OptionalType(elem)
+        return self if elem is self.elem else OptionalType(elem, self.absorbed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +291,14 @@ class DictType(Type):
 @dataclass(frozen=True, slots=True)
 class UnionType(Type):
     """``Union(A, B, ...)``: two or more members (or just ``Scalar``: torch keeps ``Union(Scalar)``), normalised
-    as torch does: nested unions and optionals flattened, duplicates removed, members sorted by kind."""
+    as torch does: nested unions and optionals flattened, members unified (torch's ``unifyTypes``: a member that
+    is a subtype of another disappears, Futures and equal-length tuples merge), ``int``, ``float`` and
+    ``complex`` together shown as ``Scalar``, members sorted by kind."""
 
     members: Tuple[Type, ...]
     alias: Optional[AliasInfo] = None  # type: ignore[assignment]
+    # Types written inside the Union that normalisation absorbed (Note [Absorbed union members]).
+    absorbed: Tuple[Type, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._set_depth(_depth_of(*self.members))
@@ -290,7 +307,7 @@ class UnionType(Type):
         return "Union(" + ", ".join(map(str, self.members)) + ")" + _alias_text(self.alias)
 
     def without_aliases(self) -> "Type":
-        return self if self.alias is None else UnionType(self.members)
+        return self if self.alias is None else UnionType(self.members, None, self.absorbed)
 
 
 @dataclass(frozen=True, slots=True)

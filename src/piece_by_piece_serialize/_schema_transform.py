@@ -490,7 +490,7 @@ _FAKE_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
 def _member(t: Type) -> Type:
     if isinstance(t, OptionalType):
         elem = _member(t.elem)
-        return t if elem is t.elem else OptionalType(elem)
+        return t if elem is t.elem else OptionalType(elem, t.absorbed)
     if isinstance(t, ListType):
         elem = _member(t.elem)
         if elem is t.elem and t.alias is None:
@@ -507,12 +507,15 @@ def _optional(elem: Type, pos: int) -> Type:
         return elem
     if isinstance(elem, UnionType) and _NONE in elem.members:
         # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
-        elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias)
+        elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias, elem.absorbed)
+    if isinstance(elem, UnionType) and elem.members == (_SCALAR,):
+        # torch: the optional of a Union of exactly int, float and complex is Scalar? (OptionalType's constructor)
+        return OptionalType(_SCALAR, elem.absorbed)
     if isinstance(elem, BaseType) and elem.name == "NoneType":
         # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
         raise _Fail("'NoneType?' is not a type (None is already optional)", pos)
     _check_depth(elem._depth + 1, pos)
-    return OptionalType(elem)
+    return OptionalType(elem, elem.absorbed if isinstance(elem, UnionType) else ())
 
 
 def _check_depth(depth: int, pos: int) -> None:
@@ -529,51 +532,169 @@ def _kind_name(t: Type) -> str:
     }[t.__class__]  # fmt: skip
 
 
-# Inside a Union, torch unifies members: SymInt, ScalarType, Layout and MemoryFormat become int, Scalar absorbs
-# int/float/complex, Any absorbs everything but None, and two type variables unify to one.
+# Note [Union normalisation]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch builds a Union in three steps (union_type.cpp, standardizeVectorForUnion), and so do we:
+# 1. flatten: nested unions and optionals are spliced in (an optional adds NoneType), Scalar (NumberType) becomes
+#    int, float and complex, and -- container members being "fake" types -- SymInt, ScalarType, Layout and
+#    MemoryFormat become int;
+# 2. filterDuplicateSubtypes: right to left, each member is unified (unifyTypes, type.cpp) with the members
+#    before it; the first that unifies is replaced by the result and the member leaves the list. unifyTypes
+#    returns the supertype when one is a subtype of the other (int <: Scalar, anything <: Any, a custom class
+#    <: AnyClassType, Futures, Awaits and tuples covariantly), merges Futures (Future(unify(A, B))) and
+#    equal-length tuples element-wise (NoneType with T gives T?); NoneType is never unified at the top;
+# 3. sort by type kind, then text. UnionType::create then makes Union(T, None) the optional T?, and int, float,
+#    complex and None the optional Scalar?. One type left is an internal assert in torch, a SchemaError here.
+# The members held as int, float and complex are shown as one Scalar member (torch prints them as "Scalar" too).
 _UNION_AS_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
+_SCALAR = BaseType("Scalar")
+_NUMBERS = (BaseType("int"), BaseType("float"), BaseType("complex"))
+_NUMBER_SET = frozenset(_NUMBERS)
+_ANY = BaseType("Any")
+_ANY_CLASS = BaseType("AnyClassType")
+
+
+def _torch_members(t: UnionType) -> Iterator[Type]:
+    """The members as torch holds them: Scalar is int, float and complex."""
+    for m in t.members:
+        if m == _SCALAR:
+            yield from _NUMBERS
+        else:
+            yield m
+
+
+def _subtype(a: Type, b: Type) -> bool:
+    """torch's ``a->isSubtypeOf(*b)`` on normalised member types (aliases already dropped)."""
+    if a == b or b == _ANY:
+        return True
+    if isinstance(a, UnionType):  # every member (Scalar as its three numbers) fits b
+        return all(_subtype(m, b) for m in _torch_members(a))
+    if isinstance(a, OptionalType):  # OptionalType is a Union of its element and None
+        return _subtype(_NONE, b) and (
+            all(_subtype(m, b) for m in _NUMBERS) if a.elem == _SCALAR else _subtype(a.elem, b)
+        )
+    if a == _SCALAR:  # NumberType: a Union holding int, float and complex, or Scalar itself
+        if isinstance(b, UnionType):
+            return _SCALAR in b.members
+        if isinstance(b, OptionalType):
+            return _subtype(a, b.elem)
+        return False
+    if isinstance(b, OptionalType):
+        return a == _NONE or _subtype(a, b.elem)
+    if isinstance(b, UnionType):
+        return any(_subtype(a, m) for m in _torch_members(b))
+    if a in _NUMBER_SET:
+        return b == _SCALAR
+    if isinstance(a, ClassType):
+        return b == _ANY_CLASS
+    if isinstance(a, TupleType):
+        return (
+            isinstance(b, TupleType)
+            and len(a.elems) == len(b.elems)
+            and all(_subtype(x, y) for x, y in zip(a.elems, b.elems))
+        )
+    if isinstance(a, (FutureType, AwaitType)):
+        return isinstance(b, a.__class__) and _subtype(a.elem, b.elem)
+    if isinstance(a, TypeVar):
+        return isinstance(b, TypeVar)  # torch compares type variables by kind only
+    return False
+
+
+def _unify(a: Type, b: Type, pos: int) -> Optional[Type]:
+    """torch's ``unifyTypes(a, b)`` (default_to_union=False): their common supertype, or None."""
+    if _subtype(a, b):
+        return b
+    if _subtype(b, a):
+        return a
+    if a == _NONE:
+        return _optional(b, pos)
+    if b == _NONE:
+        return _optional(a, pos)
+    if isinstance(a, OptionalType):
+        elem = _unify(a.elem, b, pos)
+        return None if elem is None else _optional(elem, pos)
+    if isinstance(b, OptionalType):
+        elem = _unify(b.elem, a, pos)
+        return None if elem is None else _optional(elem, pos)
+    if isinstance(a, TupleType) and isinstance(b, TupleType):
+        if len(a.elems) != len(b.elems):
+            return None
+        elems = []
+        for x, y in zip(a.elems, b.elems):
+            u = _unify(x, y, pos)
+            if u is None:
+                return None
+            elems.append(u)
+        return TupleType(tuple(elems))
+    if isinstance(a, FutureType) and isinstance(b, FutureType):
+        elem = _unify(a.elem, b.elem, pos)
+        return None if elem is None else FutureType(elem)
+    return None
+
+
+def _mergeable(a: Type, b: Type) -> bool:
+    """Cheap test: can unifyTypes(a, b) succeed for two different flattened members, neither of them None?"""
+    if a == _ANY or b == _ANY:
+        return True
+    ka, kb = a.__class__, b.__class__
+    if ka is ClassType or kb is ClassType:
+        return a == _ANY_CLASS or b == _ANY_CLASS
+    return ka is kb and ka in (TupleType, FutureType, AwaitType, TypeVar)
 
 
 def _union(members: List[Type], pos: int) -> Type:
-    seen: dict = {}  # insertion-ordered set: duplicates removed in linear time
-    has_none = False
+    # 1. flatten (duplicates dropped at once: torch unifies equal members anyway, and it keeps the work linear
+    # for long unions of the same types)
+    seen: dict = {}
     stack = list(reversed(members))
     while stack:
         m = stack.pop()
         if isinstance(m, UnionType):
             stack.extend(reversed(m.members))
         elif isinstance(m, OptionalType):
-            has_none = True
+            stack.append(_NONE)
             stack.append(m.elem)
-        elif isinstance(m, BaseType) and m.name == "NoneType":
-            has_none = True
+        elif m == _SCALAR:
+            seen.update(dict.fromkeys(_NUMBERS))
+        elif isinstance(m, BaseType) and m.name in _UNION_AS_INT:
+            seen[BaseType("int")] = None
         else:
-            if isinstance(m, BaseType) and m.name in _UNION_AS_INT:
-                m = BaseType("int")
             seen[m] = None
-    flat: List[Type] = list(seen)
-    names = {t.name for t in flat if isinstance(t, BaseType)}
-    if "AnyClassType" in names:  # it absorbs every custom class
-        flat = [t for t in flat if not isinstance(t, ClassType)]
-    if "Any" in names:
-        flat = [BaseType("Any")]
-    elif "Scalar" in names:
-        flat = [t for t in flat if not (isinstance(t, BaseType) and t.name in ("int", "float", "complex"))]
-    typevars = [t for t in flat if isinstance(t, TypeVar)]
-    if len(typevars) > 1:
-        flat = [t for t in flat if not isinstance(t, TypeVar)] + typevars[:1]
+    types: List[Type] = list(seen)
+    # 2. filterDuplicateSubtypes, in torch's order (Note [Union normalisation])
+    end = len(types) - 1
+    for i in range(len(types) - 1, 0, -1):
+        ti = types[i]
+        for j in range(min(i - 1, end), -1, -1):
+            tj = types[j]
+            if (ti == _NONE) != (tj == _NONE) or not _mergeable(ti, tj):
+                continue
+            unified = _unify(ti, tj, pos)
+            if unified is not None:
+                types[j] = unified
+                types[i] = types[end]
+                end -= 1
+                break
+    types = types[: end + 1]
+    has_none = _NONE in types
+    flat = [t for t in types if t != _NONE]
+    if _NUMBER_SET.issubset(flat):
+        flat = [t for t in flat if t not in _NUMBER_SET] + [_SCALAR]
+    kept = set(flat)
+    absorbed = tuple(t for t in seen if t != _NONE and t not in kept and t not in _NUMBER_SET)
+    # 3. what UnionType::create makes of it
     if has_none and len(flat) == 1:
-        return OptionalType(flat[0])
-    if not has_none and len(flat) == 1 and flat[0] == BaseType("Scalar"):
-        return UnionType((flat[0],))  # torch keeps Union(Scalar) (it unifies no further)
+        return OptionalType(flat[0], absorbed)
+    if not has_none and flat == [_SCALAR]:
+        return UnionType((_SCALAR,), None, absorbed)  # torch keeps Union(Scalar): three types
     if len(flat) + has_none < 2:
         # torch: INTERNAL ASSERT in union_type.cpp ("Use the common supertype instead of creating a Union")
         only = str(flat[0]) if flat else "NoneType"
         raise _Fail(f"Union needs two or more different types; these all unify to '{only}'", pos)
     if has_none:
-        flat.append(BaseType("NoneType"))
+        flat.append(_NONE)
     flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
-    return UnionType(tuple(flat))
+    return UnionType(tuple(flat), None, absorbed)
 
 
 def _fresh_aliases(t: Type) -> bool:
@@ -611,7 +732,7 @@ def _renumber(t: Type, counter: List[int]) -> Type:
         if isinstance(t, DictType):
             return DictType(t.key, t.value, new)
         if isinstance(t, UnionType):
-            return UnionType(t.members, new)
+            return UnionType(t.members, new, t.absorbed)
     return t
 
 
@@ -823,9 +944,9 @@ class _ToAst(Transformer):
         alias, end = (last[0], last[1]) if isinstance(last, tuple) and len(last) == 2 else (None, last.end_pos)
         if alias is not None:
             if isinstance(result, UnionType):
-                result = UnionType(result.members, alias)
+                result = UnionType(result.members, alias, result.absorbed)
             else:  # Union(T, None) became T?: the annotation belongs to T and prints before the "?"
-                result = OptionalType(_with_alias(result.elem, alias, start))  # type: ignore[attr-defined]
+                result = OptionalType(_with_alias(result.elem, alias, start), result.absorbed)  # type: ignore[attr-defined]
         return result, start, end
 
     def future_type(self, c):
@@ -939,7 +1060,7 @@ def _with_alias(t: Type, alias: AliasInfo, pos: int) -> Type:
     if isinstance(t, ListType):
         return ListType(t.elem, t.size, alias, t.size_text, t.size_span)
     if isinstance(t, UnionType):
-        return UnionType(t.members, alias)
+        return UnionType(t.members, alias, t.absorbed)
     raise _Fail(f"type '{t}' cannot carry an alias annotation", pos)
 
 

@@ -96,18 +96,23 @@ def _parse(text: str):
 
 
 def _all_types(t: Type) -> Iterator[Type]:
-    """Every type inside ``t`` (iterative; depth is bounded anyway)."""
+    """Every type written inside ``t``, including Union members that normalisation absorbed (Note [Absorbed union
+    members] in _schema_ast.py) -- iterative; depth is bounded anyway."""
     stack = [t]
     while stack:
         t = stack.pop()
         yield t
-        if isinstance(t, (OptionalType, ListType, FutureType, AwaitType, RRefType)):
+        if isinstance(t, OptionalType):
+            stack.extend(reversed(t.absorbed))
+            stack.append(t.elem)
+        elif isinstance(t, (ListType, FutureType, AwaitType, RRefType)):
             stack.append(t.elem)
         elif isinstance(t, TupleType):
             stack.extend(reversed(t.elems))
         elif isinstance(t, DictType):
             stack.extend((t.value, t.key))
         elif isinstance(t, UnionType):
+            stack.extend(reversed(t.absorbed))
             stack.extend(reversed(t.members))
 
 
