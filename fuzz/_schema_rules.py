@@ -258,9 +258,9 @@ def _accept_rule_torch_only(error: BaseException, text: str, theirs: object) -> 
     if "does not fit a 32-bit int" in message:
         return "reject: list size beyond int32 (torch truncates)"
     if "the index must be at most" in message and any(
-        getattr(x.default_value, "index", 0) is not None and getattr(x.default_value, "index", 0) < 0
+        # torch keeps the index as an int8: 128 becomes -128, 328 becomes 72
+        x.has_default_value() and type(x.default_value).__name__ == "device"
         for x in theirs.arguments  # type: ignore[attr-defined]
-        if x.has_default_value() and type(x.default_value).__name__ == "device"
     ):
         return "reject: device index beyond int8 (torch wraps it)"
     return None
