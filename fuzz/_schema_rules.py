@@ -198,19 +198,7 @@ def _optional_of_optional_scalar(item: object) -> bool:
 # Rules for findings reported and not yet resolved: kept apart, named "OPEN: ...", so that a campaign can
 # go on finding new problems while the counters show how often each open one was hit. Remove an entry
 # once the library is fixed (or the difference is documented and moved to PRINT_RULES). None are open.
-def _optional_scalar(item: object) -> bool:
-    """OPEN (fuzz/pending/schema/union_scalar_optional.md): ``Union(ScalarType?, Scalar)?`` prints as
-    ``Union(Scalar)?`` in torch and as ``Scalar?`` here."""
-    a = _ast()
-    return any(
-        isinstance(node, a.OptionalType) and isinstance(node.elem, a.BaseType) and node.elem.name == "Scalar"
-        for node in iter_types(item.type)  # type: ignore[attr-defined]
-    )
-
-
-OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {
-    "OPEN: optional Scalar union": _optional_scalar,
-}
+OPEN_PRINT_RULES: dict[str, Callable[[object], bool]] = {}
 
 def _enum_default_on_float(item: object) -> bool:
     """``float u=float`` / ``complex v=complex``: torch prints the code (``6``), which reads back as a
