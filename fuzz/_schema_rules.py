@@ -292,6 +292,10 @@ def torch_parse(text: str) -> tuple[object | None, str | None]:
         # C++ std::out_of_range / std::invalid_argument from stoll/stod on a number token, which pybind11
         # turns into IndexError / ValueError: torch rejected the text.
         return None, f"{type(exc).__name__}: {exc}"
+    except MemoryError as exc:
+        # std::bad_alloc: torch tried to build a huge repeated default (int[N] x=1 with N near 2**31); it did
+        # not accept the text. We reject such input before allocating ("repeats a value ... times").
+        return None, f"MemoryError: {exc}"
     except UnicodeDecodeError as exc:
         # torch rejected the text, but its message quotes the input cut in the middle of a UTF-8 sequence,
         # so pybind11 cannot turn the message into a str (seen on non-ASCII bytes outside strings).
@@ -309,6 +313,8 @@ def compare(data: object, text: str, ours: object | None, our_error: BaseExcepti
         stats.add("agree: both reject")
         if their_error and "INTERNAL ASSERT FAILED" in their_error:
             stats.add("rule hit: reject: torch internal assert, we raise SchemaError")
+        if their_error and their_error.startswith("MemoryError"):
+            stats.add("rule hit: reject: torch runs out of memory, we raise SchemaError")
         return
     if ours is not None and theirs is None:
         rule = _accept_rule_ours_only(ours, text, their_error or "")
