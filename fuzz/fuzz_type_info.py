@@ -33,7 +33,7 @@ TARGET = "type_info"
 
 # Findings reported and not yet fixed (fuzz/pending/type_info/<name>.md): the check is skipped so the
 # campaign keeps looking for new problems. Empty the set once fixed.
-OPEN_FINDINGS = {"list_item_as_tree_leaf", "scalar_kind_unchecked"}
+OPEN_FINDINGS: set[str] = set()
 STATS = Stats(TARGET)
 VALUES_MARKER = 0xFF
 
@@ -111,6 +111,13 @@ def _check_text(data: bytes) -> None:
     # 4-d tensors, so that a cache string receives tensors shaped like keys/values (see _Values.tensor)
     res = [torch.full((1, 1, 1, 2), float(i)) for i in range(n)]  # type: ignore[attr-defined]
     _deserialize_and_verify(data, res, [text], expect_success=False)
+    if n:
+        # The last item replaced by each other kind of item: a scalar of each kind, None, a 1-d tensor (a
+        # cache needs rank >= 2) and a list (never a tree leaf). Each is refused or rebuilt as announced
+        # (regressions scalar_kind_unchecked, cache_1d_tensor, list_item_as_tree_leaf).
+        for other in (3, 2.5, True, None, torch.zeros(1), [torch.zeros(1, 1, 1, 2)]):  # type: ignore[attr-defined]
+            _deserialize_and_verify(data, res[:-1] + [other], [text], expect_success=False)
+        _deserialize_and_verify(data, [torch.zeros(1) for _ in range(n)], [text], expect_success=False)  # type: ignore[attr-defined]
     try:
         t["serialize"].deserialize_args(res + [torch.zeros(1)], [text])  # type: ignore[attr-defined]
     except (TypeError, ValueError):
@@ -144,9 +151,9 @@ class _Values:
     def tensor(self) -> object:
         self.counter += 1
         torch = self.t["torch"]
-        # Always 4-d (batch, heads, seq, dim), so that a mutated string naming a cache receives tensors
-        # of the rank a cache holds: lower ranks hit fuzz/pending/type_info/cache_1d_tensor (open).
-        shape = (1, 1, 1 + self.r.below(2), 1 + self.r.below(2))
+        # Rank 0 to 4: a mutated string naming a cache may receive tensors of a rank below 2, which
+        # deserialize_args must refuse (regression cache_1d_tensor), never pass on to transformers.
+        shape = tuple(1 + self.r.below(2) for _ in range(self.r.below(5)))
         return torch.full(shape, float(self.counter))  # type: ignore[attr-defined]
 
     def kv(self) -> object:

@@ -415,16 +415,21 @@ def _deserialize_into(
             if pos >= n_res:
                 raise ValueError(f"{label}[{i}]={str(info)!r} needs res[{pos}] but res has only {n_res} items")
             item = res[pos]
-            if item is None or isinstance(item, (_Tensor, list, tuple)):
-                raise TypeError(f"{label}[{i}]={str(info)!r} but res[{pos}] is a {type(item).__name__}")
+            if not _scalar_ok(info.kind, item):
+                raise TypeError(
+                    f"{label}[{i}]={str(info)!r} expects a Python {info.kind} "
+                    f"but res[{pos}] is a {type(item).__name__}"
+                )
             des.append(item)
             pos += 1
         elif cls is TreeSpecInfo:
             items, pos = _take(res, pos, info.n_leaves, f"{label}[{i}]", info)
+            _check_leaves(items, f"{label}[{i}]", info)
             leaves = [_clone_leaf(x) for x in items] if clone else list(items)
             des.append(_tree_unflatten(leaves, info.spec))
         elif cls is TreeWithCachesInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
+            _check_leaves(items, f"{label}[{i}]", info)
             des.append(_tree_with_caches(info, items, clone, f"{label}[{i}]"))
         elif cls is TensorListInfo:
             items, pos = _take(res, pos, info.size, f"{label}[{i}]", info)
@@ -444,7 +449,7 @@ def _deserialize_into(
             des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))
         elif cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
-            _check_tensors(items, f"{label}[{i}]", info)
+            _check_cache_tensors(items, f"{label}[{i}]", info)
             des.append(_caches.rebuild(info, [t.clone() for t in items] if clone else items))
         else:  # pragma: no cover - every node of type_info.py is handled above
             raise TypeError(f"{label}[{i}]: unhandled type-info node {cls.__name__}")
@@ -461,7 +466,7 @@ def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: boo
         leaves.extend([_clone_leaf(x) for x in plain] if clone else plain)
         pos += n
         tensors = items[pos : pos + leaf.cache.n_items]
-        _check_tensors(tensors, where, leaf.cache)
+        _check_cache_tensors(tensors, where, leaf.cache)
         leaves.append(_caches.rebuild(leaf.cache, [t.clone() for t in tensors] if clone else tensors))
         pos += leaf.cache.n_items
         start = leaf.index + 1
@@ -474,6 +479,47 @@ def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
     for item in items:
         if not isinstance(item, _Tensor):
             raise TypeError(f"{where}={str(info)!r} expects tensors only, got a {type(item).__name__}")
+
+
+def _check_cache_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
+    # transformers reads the sequence length of a layer as keys.shape[-2]: a key or value tensor of rank
+    # below 2 would fail later, inside transformers, with an IndexError that names nothing.
+    _check_tensors(items, where, info)
+    for k, item in enumerate(items):
+        if item.dim() < 2:
+            raise ValueError(
+                f"{where}={str(info)!r}: cache tensor {k} has shape {tuple(item.shape)}; the key and value "
+                "tensors of a cache layer need rank >= 2 (..., seq_len, head_dim)"
+            )
+
+
+# Leaves of a TreeSpec name are what pytree leaves become after serialize_args: tensors, scalars, None (or
+# any other unregistered object). A list, tuple or dict is a pytree container, never a leaf: such an item in
+# the middle of res is a mismatch between res and the string, which pytree would silently accept.
+_CONTAINERS = (list, tuple, dict)
+
+
+def _check_leaves(items: Sequence[Any], where: str, info: TypeInfo) -> None:
+    for k, item in enumerate(items):
+        if type(item) in _CONTAINERS:
+            raise TypeError(
+                f"{where}={str(info)!r} expects leaves (tensors, scalars, None) but item {k} of its "
+                f"{len(items)} items is a {type(item).__name__}"
+            )
+
+
+# A scalar string announces the item's kind exactly: bool is not an int here, an int is not a float (no
+# coercion). Under torch.export an operator may return the symbolic kind (SymBool, SymInt, SymFloat).
+def _scalar_ok(kind: str, item: Any) -> bool:
+    import torch  # already imported by _setup: this is a dict lookup
+
+    if isinstance(item, bool):
+        return kind == "bool"
+    if kind == "int":
+        return isinstance(item, (int, torch.SymInt))
+    if kind == "float":
+        return isinstance(item, (float, torch.SymFloat))
+    return isinstance(item, torch.SymBool)
 
 
 def _is_empty_marker(x: Any) -> bool:

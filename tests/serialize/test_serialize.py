@@ -331,7 +331,7 @@ def test_deserialize_clone() -> None:
         ([t(), t()], ["Tensor"], ValueError, "describe 1 items but res has 2"),
         ([3], ["Tensor"], TypeError, r"expected_types\[0\]='Tensor' but res\[0\] is a int"),
         ([t()], ["None"], TypeError, r"expected_types\[0\]='None' but res\[0\] is a Tensor"),
-        ([t()], ["int"], TypeError, r"expected_types\[0\]='int' but res\[0\] is a Tensor"),
+        ([t()], ["int"], TypeError, r"expected_types\[0\]='int' expects a Python int but res\[0\] is a Tensor"),
         ([t()], ["list__2"], ValueError, r"needs 2 items from res\[0\] but res has only 1"),
         ([[t()]], ["list__2"], ValueError, r"needs 2 items but res\[0\] is a list of 1"),
         ([t(), 3], ["list__2"], TypeError, "expects tensors only, got a int"),
