@@ -137,9 +137,9 @@ class OrderedDictNode(_Fragment):
 
 @dataclass(frozen=True, slots=True)
 class DefaultDictNode(_Fragment):
-    """``defaultdict``; ``factory`` is a type reference (``list``, ``mod.make``)."""
+    """``defaultdict``; ``factory`` is a type reference (``list``, ``mod.make``), ``None`` for no factory."""
 
-    factory: str
+    factory: str | None
     keys: tuple[Const, ...]
     children: tuple[Node, ...]
     pos: int = field(default=-1, compare=False, repr=False)
@@ -307,7 +307,7 @@ def iter_tokens(item: Name | Node | Const) -> Iterator[str]:
             _push_entries(stack, top.keys, top.children)
         elif kind is DefaultDictNode:
             yield "DD"
-            yield encode_body(top.factory)
+            yield "N" if top.factory is None else encode_body(top.factory)
             yield "D"
             _push_entries(stack, top.keys, top.children)
         elif kind is DequeNode:

@@ -159,9 +159,10 @@ class _ToAst:
         return OrderedDictNode(keys, children, pos=c[0].start_pos)
 
     def ddict(self, c: list[Any]) -> DefaultDictNode:
-        # DD ref D entries...
+        # DD (ref | N) D entries...; N (a NoneConst here) is a defaultdict without a factory
         keys, children = _split_entries(c[3:])
-        return DefaultDictNode(c[1][0], keys, children, pos=c[0].start_pos)
+        factory = None if isinstance(c[1], NoneConst) else c[1][0]
+        return DefaultDictNode(factory, keys, children, pos=c[0].start_pos)
 
     def deque(self, c: list[Any]) -> DequeNode:
         maxlen = None

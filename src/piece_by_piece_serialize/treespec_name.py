@@ -151,8 +151,12 @@ def _resolve_path(path: str) -> Any:
 
 
 def _path_of(obj: Any) -> str:
-    module = getattr(obj, "__module__", None) or "?"
-    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", "?")
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        # an instance (None, functools.partial(...), ...) has no path: name it by its repr, kept short
+        text = repr(obj)
+        return text if len(text) <= 60 else text[:57] + "..."
     return qualname if module == "builtins" else f"{module}.{qualname}"
 
 
@@ -384,13 +388,16 @@ def _spec_to_ast(spec: TreeSpec) -> Node:
             node = OrderedDictNode(_keys_ast(ctx, "an OrderedDict key"), tuple(kids))
         elif t is ddict_t:
             factory, keys = ctx
-            if not isinstance(factory, type):
+            if factory is None:  # no factory: nothing can run, spelled N
+                node = DefaultDictNode(None, _keys_ast(keys, "a defaultdict key"), tuple(kids))
+            elif not isinstance(factory, type):
                 # A name may only hand back classes: a function factory would run on the first missing key.
                 where = _path_of(factory)
                 raise _encode_error(f"cannot encode defaultdict factory {where}: it is not a class; {_HOW_FACTORY}",
                                     where)
-            node = DefaultDictNode(_ref_for(factory, "defaultdict factory", _HOW_FACTORY),
-                                   _keys_ast(keys, "a defaultdict key"), tuple(kids))
+            else:
+                node = DefaultDictNode(_ref_for(factory, "defaultdict factory", _HOW_FACTORY),
+                                       _keys_ast(keys, "a defaultdict key"), tuple(kids))
         elif t is deque_t:
             node = DequeNode(ctx, tuple(kids))
         elif t is ntuple_f:
@@ -521,11 +528,13 @@ def _build(ast: Name, text: str) -> TreeSpec:
         elif t is OrderedDictNode:
             spec = TreeSpec(odict_t, _dict_keys(node.keys, text, pos), kids)
         elif t is DefaultDictNode:
-            factory = _resolve_ref(node.factory)
-            if not isinstance(factory, type):  # only classes: a function would run on the first missing key
-                raise TreeSpecNameError(f"unknown defaultdict factory '{node.factory}': no loaded module defines "
-                                        "a class by that name", text, pos)
-            _check_ref(factory, node.factory, "defaultdict factory", _HOW_FACTORY, text, pos)
+            factory = None  # N: a defaultdict without a factory
+            if node.factory is not None:
+                factory = _resolve_ref(node.factory)
+                if not isinstance(factory, type):  # only classes: a function would run on the first missing key
+                    raise TreeSpecNameError(f"unknown defaultdict factory '{node.factory}': no loaded module "
+                                            "defines a class by that name", text, pos)
+                _check_ref(factory, node.factory, "defaultdict factory", _HOW_FACTORY, text, pos)
             spec = TreeSpec(ddict_t, [factory, _dict_keys(node.keys, text, pos)], kids)
         elif t is DequeNode:
             spec = TreeSpec(deque_t, node.maxlen, kids)
