@@ -4,23 +4,85 @@ A ``DynamicCache`` is a list of layers; each populated layer holds a key and a v
 flattened to ``[k0, v0, k1, v1, ...]`` (populated layers only) and described by a
 :class:`~.type_info.DynamicCacheInfo` that records, per layer, its kind (``DynamicLayer`` or
 ``DynamicSlidingWindowLayer`` with its ``sliding_window``) and whether it is populated, so that
-:func:`rebuild` restores the same layer kinds, windows and tensor objects. An
+:func:`rebuild` restores the same layer kinds, windows, devices and tensor objects. An
 ``EncoderDecoderCache`` is its self-attention cache followed by its cross-attention cache.
 
 Invariants: transformers is never imported by this module to *inspect* a value (a value can only be
 a transformers cache if ``transformers.cache_utils`` is already in ``sys.modules``); it is imported
-only by :func:`rebuild`, i.e. when a type-info string names a transformers class. Any other cache or
-layer class is refused with a ``TypeError`` naming it, never flattened silently into something else.
+only to rebuild, i.e. when a type-info string names a transformers class. Any other cache or layer
+class is refused with a ``TypeError`` naming it, never flattened silently into something else.
+Both directions run on every forward call of a replaced submodule: :func:`flatten_into` and the
+builders of :func:`builder` do one pass over the layers and call no Python function per layer
+(see Note [direct construction]).
+
+Note [direct construction]
+~~~~~~~~~~~~~~~~~~~~~~~~~~
+``DynamicLayer()`` and ``DynamicCache()`` run Python ``__init__`` chains that only set a few attributes
+which the rebuild overwrites at once; per layer that call costs more than everything else the rebuild
+does. When transformers is first seen, :func:`_bind` builds one of each and looks at what the
+constructors set. If it is exactly ``{keys: None, values: None, is_initialized: False}`` for the layer
+and ``{layers: [], layer_class_to_replicate: DynamicLayer, offloading: False}`` for the cache (the
+transformers 5.x constructors), a rebuilt object is made with ``object.__new__`` and given the same
+attributes, in the same order, with the values the constructor and ``update()`` would leave: the result
+cannot be told apart (``tests/serialize/test_serialize.py`` compares ``vars()`` with caches transformers
+filled itself). Any other transformers version, and sliding-window or empty layers (rare, and their
+constructors make tensors), go through the constructors.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from itertools import islice
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .type_info import CacheLayer, DynamicCacheInfo, EncoderDecoderCacheInfo
 
 _MODULE = "transformers.cache_utils"
+
+# Bound by _bind() the first time a cache is flattened, described or rebuilt (transformers is loaded then).
+_bound: Any = None  # the transformers.cache_utils module the names below come from
+_Tensor: Any = None
+_DynamicCache: Any = None
+_EncoderDecoderCache: Any = None
+_DynamicLayer: Any = None
+_SlidingLayer: Any = None
+_LAYER_KINDS: frozenset[type] = frozenset()
+#: The cache classes flatten_into() handles; empty until transformers is seen (then no value can be one).
+SUPPORTED: frozenset[type] = frozenset()
+_direct = False  # Note [direct construction] holds for the bound module
+_new = object.__new__
+
+
+def _bind(cu: Any) -> None:
+    global _bound, _Tensor, _DynamicCache, _EncoderDecoderCache, _DynamicLayer, _SlidingLayer
+    global _LAYER_KINDS, SUPPORTED, _direct
+    dynamic_layer, dynamic_cache = cu.DynamicLayer, cu.DynamicCache
+    layer_probe, cache_probe = dynamic_layer(), dynamic_cache()
+    _direct = (
+        dynamic_layer.__new__ is object.__new__
+        and dynamic_cache.__new__ is object.__new__
+        and list(vars(layer_probe).items()) == [("keys", None), ("values", None), ("is_initialized", False)]
+        and list(vars(cache_probe)) == ["layers", "layer_class_to_replicate", "offloading"]
+        and cache_probe.layers == []
+        and cache_probe.layer_class_to_replicate is dynamic_layer
+        and cache_probe.offloading is False
+    )
+    _Tensor = sys.modules["torch"].Tensor  # transformers imported torch
+    _DynamicLayer, _SlidingLayer = dynamic_layer, cu.DynamicSlidingWindowLayer
+    _LAYER_KINDS = frozenset((dynamic_layer, cu.DynamicSlidingWindowLayer))
+    _DynamicCache, _EncoderDecoderCache = dynamic_cache, cu.EncoderDecoderCache
+    SUPPORTED = frozenset((dynamic_cache, cu.EncoderDecoderCache))
+    _bound = cu  # set last: the names above are complete once this is
+
+
+def _loaded() -> Any:
+    """``transformers.cache_utils``, imported if needed (rebuilding), with the names above bound."""
+    cu = sys.modules.get(_MODULE)
+    if cu is None:  # a type-info string names a transformers class: import it (once)
+        import transformers.cache_utils as cu
+    if cu is not _bound:
+        _bind(cu)
+    return cu
 
 
 def cache_module() -> Any:
@@ -69,92 +131,185 @@ def describe(cache: Any, what: str = "cache") -> DynamicCacheInfo | EncoderDecod
     return _describe_dynamic(cache, cu, what)
 
 
-def _flatten_dynamic(cache: Any, out: list[Any]) -> None:
-    for layer in cache.layers:
-        if layer.is_initialized:
-            out.append(layer.keys)
-            out.append(layer.values)
-
-
 def flatten(cache: Any) -> list[Any]:
     """``[k0, v0, k1, v1, ...]`` of a supported cache (self-attention first for encoder-decoder)."""
     out: list[Any] = []
-    if hasattr(cache, "self_attention_cache"):
-        _flatten_dynamic(cache.self_attention_cache, out)
-        _flatten_dynamic(cache.cross_attention_cache, out)
-    else:
-        _flatten_dynamic(cache, out)
-    return out
-
-
-def flatten_supported(cache: Any) -> list[Any] | None:
-    """:func:`flatten` of a supported cache, or ``None`` for any other cache (then :func:`describe` says why).
-
-    This is the check of :func:`describe` and the flattening in one pass over the layers, without building
-    type-info nodes: ``serialize_args`` runs it on every forward call.
-    """
-    cu = sys.modules[_MODULE]
-    cls = type(cache)
-    if cls is cu.DynamicCache:
-        parts: tuple[Any, ...] = (cache,)
-    elif cls is cu.EncoderDecoderCache:
-        parts = (cache.self_attention_cache, cache.cross_attention_cache)
-    else:
-        return None
-    dynamic_layer, sliding_layer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer
-    out: list[Any] = []
+    parts = (cache.self_attention_cache, cache.cross_attention_cache) if hasattr(cache, "self_attention_cache") else (cache,)
     for part in parts:
-        if type(part) is not cu.DynamicCache or getattr(part, "offloading", False):
-            return None
         for layer in part.layers:
-            kind = type(layer)
-            if kind is not dynamic_layer and kind is not sliding_layer:
-                return None
             if layer.is_initialized:
                 out.append(layer.keys)
                 out.append(layer.values)
     return out
 
 
-def _rebuild_dynamic(cu: Any, info: DynamicCacheInfo, tensors: Sequence[Any], pos: int) -> tuple[Any, int]:
-    # Each layer is filled the way its own update() would leave it after one call with these states, but
-    # without torch.cat, so that the very same tensor objects end up in the cache. The loop walks the
-    # run-length encoded layers (at most MAX_CACHE_LAYERS in all): this runs on every forward call.
-    dynamic_layer, sliding_layer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer
-    layers = []
-    for run in info.runs:
-        window = run.layer.sliding_window
-        populated = run.layer.populated
-        for _ in range(run.count):
-            layer = dynamic_layer() if window is None else sliding_layer(sliding_window=window)
-            if populated:
-                keys = tensors[pos]
-                layer.device = keys.device
+def flatten_into(cache: Any, out: list[Any]) -> bool:
+    """Append :func:`flatten` of ``cache`` to ``out`` if it is a supported cache, and say whether it was.
+
+    For anything else (another cache or layer class, an offloading cache, not a cache at all) ``out`` is
+    left as it was and the answer is ``False``; :func:`describe` then says why. This is the check of
+    :func:`describe` and the flattening in one pass, without type-info nodes: ``serialize_args`` runs
+    it on every forward call.
+    """
+    cls = type(cache)
+    if cls is _DynamicCache:
+        parts: tuple[Any, ...] = (cache,)
+    elif cls is _EncoderDecoderCache:
+        parts = (cache.self_attention_cache, cache.cross_attention_cache)
+    else:
+        return False
+    start = len(out)
+    append = out.append
+    kinds = _LAYER_KINDS
+    for part in parts:
+        if type(part) is not _DynamicCache or getattr(part, "offloading", False):
+            del out[start:]
+            return False
+        for layer in part.layers:
+            if type(layer) not in kinds:
+                del out[start:]
+                return False
+            if layer.is_initialized:
+                append(layer.keys)
+                append(layer.values)
+    return True
+
+
+def flatten_supported(cache: Any) -> list[Any] | None:
+    """:func:`flatten` of a supported cache, or ``None`` for any other cache (then :func:`describe` says why)."""
+    if sys.modules.get(_MODULE) is not _bound:
+        _loaded()
+    out: list[Any] = []
+    return out if flatten_into(cache, out) else None
+
+
+# A DynamicCacheInfo as the builders walk it: (count, sliding_window, populated) per run.
+_Runs = tuple[tuple[int, Optional[int], bool], ...]
+
+
+def _runs(info: DynamicCacheInfo) -> _Runs:
+    return tuple((run.count, run.layer.sliding_window, run.layer.populated) for run in info.runs)
+
+
+def _fill(runs: _Runs, pairs: Iterator[tuple[Any, Any]], check: bool, layers: list[Any]) -> bool:
+    """Append to ``layers`` the layers ``runs`` describe, taking (key, value) from ``pairs``.
+
+    Each layer is left the way its own ``update()`` would leave it after one call with these states, but
+    without torch.cat, so that the very same tensor objects end up in the cache. With ``check``, answer
+    ``False`` as soon as a key or value is not exactly a ``torch.Tensor`` of rank >= 2 (the caller then
+    takes the general route, which accepts tensor subclasses and names the offending item).
+    """
+    tensor, dynamic_layer, direct, new = _Tensor, _DynamicLayer, _direct, _new
+    append = layers.append
+    for count, window, populated in runs:
+        if not populated:
+            for _ in range(count):
+                append(dynamic_layer() if window is None else _SlidingLayer(sliding_window=window))
+        elif window is None:
+            for keys, values in islice(pairs, count):
+                if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
+                    return False
+                layer = new(dynamic_layer) if direct else dynamic_layer()
                 layer.keys = keys
-                layer.values = tensors[pos + 1]
+                layer.values = values
                 layer.is_initialized = True
-                if window is not None:
-                    layer._sliding_window_tensor = layer._sliding_window_tensor.to(keys.device)
-                    layer.cumulative_length = keys.shape[-2]
-                pos += 2
-            layers.append(layer)
-    cache = cu.DynamicCache()
+                layer.device = keys.device
+                append(layer)
+        else:
+            for keys, values in islice(pairs, count):
+                if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
+                    return False
+                layer = _SlidingLayer(sliding_window=window)
+                device = keys.device
+                layer.device = device
+                layer.keys = keys
+                layer.values = values
+                layer.is_initialized = True
+                layer._sliding_window_tensor = layer._sliding_window_tensor.to(device)
+                layer.cumulative_length = keys.shape[-2]
+                append(layer)
+    return True
+
+
+def _dynamic_cache(layers: list[Any]) -> Any:
+    if _direct:
+        cache = _new(_DynamicCache)
+        cache.layers = layers
+        cache.layer_class_to_replicate = _DynamicLayer
+        cache.offloading = False
+        return cache
+    cache = _DynamicCache()
     cache.layers = layers
-    return cache, pos
+    return cache
+
+
+def _plain_builder() -> Callable[[Sequence[Any], bool], Any]:
+    # The usual decoder cache: populated DynamicLayers only, built as _fill and _dynamic_cache would, inlined
+    # (this is the whole per-layer cost of deserialize_args on a decode step).
+    tensor, dynamic_layer, dynamic_cache, new = _Tensor, _DynamicLayer, _DynamicCache, _new
+
+    def build_plain(tensors: Sequence[Any], check: bool) -> Any:
+        it = iter(tensors)
+        layers: list[Any] = []
+        append = layers.append
+        for keys, values in zip(it, it):
+            if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
+                return None
+            layer = new(dynamic_layer)
+            layer.keys = keys
+            layer.values = values
+            layer.is_initialized = True
+            layer.device = keys.device
+            append(layer)
+        cache = new(dynamic_cache)
+        cache.layers = layers
+        cache.layer_class_to_replicate = dynamic_layer
+        cache.offloading = False
+        return cache
+
+    return build_plain
+
+
+def builder(info: DynamicCacheInfo | EncoderDecoderCacheInfo) -> Callable[[Sequence[Any], bool], Any]:
+    """A function ``build(tensors, check)`` making new caches of the kind ``info`` describes.
+
+    ``tensors`` must hold exactly ``info.n_items`` items. With ``check=True`` the function answers
+    ``None`` unless every item is exactly a ``torch.Tensor`` of rank >= 2 (checked before anything is
+    returned); with ``check=False`` the caller has checked them. Compile once per ``info``: the function
+    holds the layer layout, so a call does no work on the type-info node.
+    """
+    _loaded()
+    if isinstance(info, EncoderDecoderCacheInfo):
+        self_runs, cross_runs = _runs(info.self_attention), _runs(info.cross_attention)
+        encoder_decoder = _EncoderDecoderCache
+
+        def build_encoder_decoder(tensors: Sequence[Any], check: bool) -> Any:
+            it = iter(tensors)
+            pairs = zip(it, it)
+            self_layers: list[Any] = []
+            cross_layers: list[Any] = []
+            if not (_fill(self_runs, pairs, check, self_layers) and _fill(cross_runs, pairs, check, cross_layers)):
+                return None
+            return encoder_decoder(_dynamic_cache(self_layers), _dynamic_cache(cross_layers))
+
+        return build_encoder_decoder
+    runs = _runs(info)
+    if _direct and len(runs) == 1 and runs[0][1] is None and runs[0][2]:
+        return _plain_builder()
+
+    def build_dynamic(tensors: Sequence[Any], check: bool) -> Any:
+        it = iter(tensors)
+        layers: list[Any] = []
+        if not _fill(runs, zip(it, it), check, layers):
+            return None
+        return _dynamic_cache(layers)
+
+    return build_dynamic
 
 
 def rebuild(info: DynamicCacheInfo | EncoderDecoderCacheInfo, tensors: Sequence[Any]) -> Any:
-    """A new cache of the kind ``info`` describes holding ``tensors`` (exactly ``info.n_items``)."""
-    cu = sys.modules.get(_MODULE)
-    if cu is None:  # the type-info string names a transformers class: import it (once)
-        import transformers.cache_utils as cu
-
-    if isinstance(info, EncoderDecoderCacheInfo):
-        self_cache, pos = _rebuild_dynamic(cu, info.self_attention, tensors, 0)
-        cross_cache, _ = _rebuild_dynamic(cu, info.cross_attention, tensors, pos)
-        return cu.EncoderDecoderCache(self_cache, cross_cache)
-    cache, _ = _rebuild_dynamic(cu, info, tensors, 0)
-    return cache
+    """A new cache of the kind ``info`` describes holding ``tensors`` (exactly ``info.n_items``, checked by the caller)."""
+    return builder(info)(tensors, False)
 
 
 def copy_cache(cache: Any, clone: Any) -> Any:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import collections
 import copy
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _caches
 from .type_info import (
@@ -52,6 +52,7 @@ from .type_info import (
     TreeSpecInfo,
     TreeWithCachesInfo,
     TypeInfo,
+    _CACHED_LENGTH,
     _parse_cached,
 )
 
@@ -280,6 +281,14 @@ def _extend(out: List[Any], r: Any) -> None:
         out.append(r)
 
 
+def _serialize_into(flat: List[Any], value: Any, name: Union[str, int], schema: str) -> None:
+    """Append what :func:`serialize_one` gives for ``value`` to ``flat``; tensors and caches without a detour."""
+    if isinstance(value, _Tensor):
+        flat.append(value)
+    elif type(value) not in _caches.SUPPORTED or not _caches.flatten_into(value, flat):
+        _extend(flat, serialize_one(value, name, schema))
+
+
 def serialize_args(
     args: Tuple[Any],
     kwargs: Optional[Dict[str, Any]],
@@ -308,10 +317,10 @@ def serialize_args(
     else:  # a dict, a namedtuple, a cache...: one positional argument
         positional = (args,)
     flat: List[Any] = []
-    for i, a in enumerate(positional):
+    for i, a in enumerate(positional):  # _serialize_into, inlined: this loop is the hot path
         if isinstance(a, _Tensor):
             flat.append(a)
-        else:
+        elif type(a) not in _caches.SUPPORTED or not _caches.flatten_into(a, flat):
             _extend(flat, serialize_one(a, i, schema))
 
     if not kwargs:
@@ -343,7 +352,7 @@ def serialize_args(
     named = args_names[n_pos:]
     for name in named:
         if name in kwargs:
-            _extend(flat, serialize_one(kwargs[name], name, schema))
+            _serialize_into(flat, kwargs[name], name, schema)
         else:
             flat.append(None)  # the parameter keeps its default; deserialize_args_kwargs skips it
     known = set(args_names)
@@ -352,7 +361,7 @@ def serialize_args(
             raise TypeError(f"serialize_args: keyword argument names must be str, got {key!r}")
         if key in known:
             continue
-        _extend(flat, serialize_one(value, key, schema))
+        _serialize_into(flat, value, key, schema)
     return tuple(flat), {}
 
 
@@ -388,12 +397,172 @@ def _clone_leaf(x: Any) -> Any:
     return x.clone() if isinstance(x, _Tensor) else x
 
 
+# Note [deserialization steps]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# deserialize_args runs on every forward call with the same few type-info strings. The first time a string
+# goes through _deserialize_into it is parsed, and compiled into a *step*: a small function holding what the
+# node says (a count, dict keys, a TreeSpec, a cache builder) that rebuilds the argument in the common case --
+# the items are plain torch.Tensor objects (or exact scalars, or non-container leaves), laid out flat in
+# res, clone=False. A step either appends the value and returns the new position, or returns -1 without
+# having changed anything, and the argument goes the general route below, which accepts the other cases
+# (tensor subclasses such as FakeTensor under torch.export, packed groups, clone=True) and raises the
+# errors that name the position. A step never accepts what the general route would refuse and builds the
+# same value. Steps are kept per string (bounded), so a warm call does no parsing and no dispatch on node
+# types: one dict lookup and one call per argument.
+
+_Step = Callable[[List[Any], Sequence[Any], int, int], int]
+_STEPS: Dict[str, _Step] = {}
+_STEPS_MAX = 4096
+
+
+def _tensor_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    if pos < n_res:
+        item = res[pos]
+        if type(item) is _Tensor:
+            des.append(item)
+            return pos + 1
+    return -1
+
+
+def _none_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    if pos < n_res and res[pos] is None:
+        des.append(None)
+        return pos + 1
+    return -1
+
+
+def _general_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    return -1  # no shortcut for this node (TreeWithCachesInfo, zero items): always the general route
+
+
+def _scalar_step(kind: type) -> _Step:
+    # An exact bool/int/float is what _scalar_ok accepts without a symbolic type; anything else goes general.
+    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+        if pos < n_res:
+            item = res[pos]
+            if type(item) is kind:
+                des.append(item)
+                return pos + 1
+        return -1
+
+    return step
+
+
+def _tensor_list_step(n: int) -> _Step:
+    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+        end = pos + n
+        if end <= n_res:
+            items = res[pos:end]
+            for item in items:
+                if type(item) is not _Tensor:
+                    return -1  # a packed group starts with a list, a tensor subclass or an error: general route
+            des.append(list(items))
+            return end
+        return -1
+
+    return step
+
+
+def _tensor_dict_step(keys: Tuple[str, ...]) -> _Step:
+    n = len(keys)
+
+    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+        end = pos + n
+        if end <= n_res:
+            items = res[pos:end]
+            for item in items:
+                if type(item) is not _Tensor:
+                    return -1
+            des.append(dict(zip(keys, items)))
+            return end
+        return -1
+
+    return step
+
+
+def _tree_step(n: int, spec: Any) -> _Step:
+    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+        end = pos + n
+        if end <= n_res:
+            items = res[pos:end]
+            for item in items:
+                if type(item) in _CONTAINERS:  # a packed group at pos, or a container leaf (an error)
+                    return -1
+            des.append(_tree_unflatten(list(items), spec))
+            return end
+        return -1
+
+    return step
+
+
+def _cache_step(info: Union[DynamicCacheInfo, EncoderDecoderCacheInfo]) -> _Step:
+    n = info.n_items
+    build = _caches.builder(info)
+
+    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+        end = pos + n
+        if end <= n_res:
+            cache = build(res[pos:end], True)  # None unless every item is a torch.Tensor of rank >= 2
+            if cache is not None:
+                des.append(cache)
+                return end
+        return -1
+
+    return step
+
+
+def _compile_step(info: TypeInfo) -> _Step:
+    cls = type(info)
+    if cls is TensorInfo:
+        return _tensor_step
+    if cls is NoneInfo:
+        return _none_step
+    if cls is ScalarInfo:
+        return _scalar_step({"bool": bool, "int": int, "float": float}[info.kind])  # type: ignore[attr-defined]
+    if info.n_items == 0:
+        return _general_step
+    if cls is TensorListInfo:
+        return _tensor_list_step(info.size)  # type: ignore[attr-defined]
+    if cls is TensorDictInfo:
+        return _tensor_dict_step(info.keys)  # type: ignore[attr-defined]
+    if cls is TreeSpecInfo:
+        return _tree_step(info.n_leaves, info.spec)  # type: ignore[attr-defined]
+    if cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
+        return _cache_step(info)  # type: ignore[arg-type]
+    return _general_step
+
+
+def _remember_step(text: str, info: TypeInfo) -> None:
+    if len(text) > _CACHED_LENGTH:  # as for parsing: long strings are not kept
+        return
+    if len(_STEPS) >= _STEPS_MAX:
+        _STEPS.clear()
+    _STEPS[text] = _compile_step(info)
+
+
 def _deserialize_into(
     des: List[Any], res: Sequence[Any], expected_types: Sequence[Any], clone: bool, pos: int, label: str
 ) -> int:
     n_res = len(res)
+    steps = _STEPS
     for i, tt in enumerate(expected_types):
-        # the where-strings of error messages are only formatted on error: this loop is the hot path
+        if type(tt) is str and not clone:  # Note [deserialization steps]
+            step = steps.get(tt)
+            if step is _tensor_step:  # inlined, the most frequent step
+                if pos < n_res:
+                    item = res[pos]
+                    if type(item) is _Tensor:
+                        des.append(item)
+                        pos += 1
+                        continue
+            elif step is not None:
+                end = step(des, res, pos, n_res)
+                if end >= 0:
+                    pos = end
+                    continue
+            else:
+                _remember_step(tt, _parse_cached(tt))  # raises TreeSpecNameError on a malformed string
+        # The general route. The where-strings of error messages are only formatted on error.
         info = _parse_cached(tt) if type(tt) is str else _type_info(tt, f"{label}[{i}]")
         cls = type(info)
         if cls is TensorInfo:
