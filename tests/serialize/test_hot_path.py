@@ -1,0 +1,292 @@
+"""The hot path's shortcuts build exactly what the general route builds, and refuse nothing it accepts.
+
+``deserialize_args`` compiles a step per type-info string (Note [deserialization steps] in serialize.py) and
+rebuilds caches without calling transformers' constructors when they set exactly what the rebuild sets (Note
+[direct construction] in _caches.py). These tests pin that both shortcuts are invisible: the objects are the
+same down to ``vars()`` as those transformers itself fills and as the general route builds, every value
+the general route accepts is still accepted (tensor subclasses, packed groups, ``clone=True``), errors are the
+same on a cold and a warm call, and the step cache stays bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+cache_utils = pytest.importorskip("transformers.cache_utils")
+
+from _pbp_compare import assert_same  # noqa: E402
+
+from piece_by_piece_serialize import _caches, serialize  # noqa: E402
+from piece_by_piece_serialize.serialize import (  # noqa: E402
+    deserialize_args,
+    serialize_args,
+    serialize_one,
+    type_as_str_with_info,
+)
+
+
+def t(*shape: int) -> Any:
+    return torch.randn(shape or (2, 3))
+
+
+def _dynamic(n_layers: int = 3) -> Any:
+    cache = cache_utils.DynamicCache()
+    for i in range(n_layers):
+        cache.update(t(1, 2, 3, 4), t(1, 2, 3, 4), i)
+    return cache
+
+
+def _hybrid() -> Any:
+    cache = cache_utils.DynamicCache()
+    cache.layers = [
+        cache_utils.DynamicLayer(),
+        cache_utils.DynamicSlidingWindowLayer(sliding_window=4),
+        cache_utils.DynamicLayer(),
+        cache_utils.DynamicLayer(),  # stays empty
+    ]
+    for i in range(3):
+        cache.update(t(1, 2, 2, 4), t(1, 2, 2, 4), i)
+    return cache
+
+
+def _encoder_decoder() -> Any:
+    cross = cache_utils.DynamicCache()
+    cross.layers = [cache_utils.DynamicSlidingWindowLayer(sliding_window=3)]
+    cross.update(t(1, 2, 2, 4), t(1, 2, 2, 4), 0)
+    return cache_utils.EncoderDecoderCache(_dynamic(2), cross)
+
+
+CACHES = {"dynamic": _dynamic, "hybrid": _hybrid, "encoder_decoder": _encoder_decoder}
+N_LAYERS = {"dynamic": 3, "hybrid": 4, "encoder_decoder": 3}
+
+
+def _parts(cache: Any) -> list[Any]:
+    if type(cache) is cache_utils.EncoderDecoderCache:
+        return [cache.self_attention_cache, cache.cross_attention_cache]
+    return [cache]
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def _assert_same_vars(expected: Any, got: Any, tensors_identical: bool = True) -> int:
+    """Same attribute names in the same order and equal values on the cache, its parts and every layer.
+
+    A sliding layer's ``cumulative_length`` counts every token transformers ever saw, which a flat list of
+    states cannot carry; the rebuilt layer counts its stored states (what one update() with them leaves).
+    Returns the number of layers compared.
+    """
+    assert type(got) is type(expected)
+    n = 0
+    if type(expected) is cache_utils.EncoderDecoderCache:
+        assert list(vars(got)) == list(vars(expected))
+        assert got.is_updated == expected.is_updated
+    for old, new in zip(_parts(expected), _parts(got), strict=True):
+        assert list(vars(new)) == list(vars(old))
+        assert new.layer_class_to_replicate is old.layer_class_to_replicate
+        assert new.offloading is old.offloading
+        assert len(new.layers) == len(old.layers)
+        for old_layer, new_layer in zip(old.layers, new.layers):
+            assert type(new_layer) is type(old_layer)
+            assert list(vars(new_layer)) == list(vars(old_layer)), (vars(old_layer), vars(new_layer))
+            for name, value in vars(old_layer).items():
+                other = getattr(new_layer, name)
+                if name == "cumulative_length":
+                    assert other == (old_layer.keys.shape[-2] if old_layer.is_initialized else 0)
+                elif name in ("keys", "values") and tensors_identical:
+                    assert other is value, name
+                else:
+                    assert _same_value(value, other), (name, value, other)
+            n += 1
+    return n
+
+
+@pytest.mark.parametrize("kind", CACHES)
+def test_rebuilt_cache_is_what_transformers_itself_filled(kind: str) -> None:
+    cache = CACHES[kind]()
+    text = type_as_str_with_info(cache)
+    flat = serialize_one(cache, "past", None)
+    serialize._STEPS.pop(text, None)
+    for _ in range(2):  # cold (parse, compile the step) and warm (the step)
+        (back,) = deserialize_args(list(flat), [text])
+        assert _assert_same_vars(cache, back) == N_LAYERS[kind]
+    assert text in serialize._STEPS
+
+
+class _NoSteps(dict):  # type: ignore[type-arg]
+    """A step cache that never holds anything: every argument takes the general route."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+def _values() -> dict[str, Any]:
+    a, b = t(), t(4)
+    return {
+        "tensor": a,
+        "none": None,
+        "bool": True,
+        "int": 7,
+        "float": 2.5,
+        "list": [a, b],
+        "dict": {"x": a, "y": b},
+        "tree": {"x": (a, 3), "y": [None, b]},
+        "dynamic": _dynamic(2),
+        "hybrid": _hybrid(),
+        "encoder_decoder": _encoder_decoder(),
+        "with_caches": [a, _dynamic(1)],
+    }
+
+
+def test_steps_and_the_general_route_build_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = _values()
+    args = tuple(values.values())
+    types = [type_as_str_with_info(v) for v in args]
+    flat = serialize_args(args, None, None)
+    fast = deserialize_args(flat, types)
+    fast_again = deserialize_args(flat, types)  # every string has its step now
+    assert all(tt in serialize._STEPS for tt in types)
+    monkeypatch.setattr(serialize, "_STEPS", _NoSteps())
+    general = deserialize_args(flat, types)
+    assert len(fast) == len(general) == len(values) == 12
+    n_tensors = 0
+    for name, want, got_fast, got_again, got_general in zip(values, args, fast, fast_again, general):
+        for got in (got_fast, got_again):
+            n_tensors += assert_same(got_general, got, same_objects=True, path=name)
+            if name in ("dynamic", "hybrid", "encoder_decoder"):
+                _assert_same_vars(got_general, got)
+        assert_same(want, got_general, same_objects=True, path=name)
+    assert n_tensors == 2 * (1 + 2 + 2 + 2 + 4 + 6 + 6 + 3)
+
+
+def test_tensor_subclasses_take_the_general_route() -> None:
+    # Parameters (and FakeTensors under torch.export) are tensors, but not exactly torch.Tensor: the steps
+    # step aside and the general route accepts them, as before.
+    kv = [torch.nn.Parameter(t(1, 2, 3, 4)) for _ in range(4)]
+    for _ in range(2):
+        (cache,) = deserialize_args(kv, ["DynamicCache_2D"])
+        assert [x for layer in cache.layers for x in (layer.keys, layer.values)] == kv
+        assert all(layer.device == kv[0].device for layer in cache.layers)
+        p = torch.nn.Parameter(t())
+        assert deserialize_args([p, [p, p]], ["Tensor", "list__2"])[0] is p
+        out = deserialize_args([p, p], ["dict__2_a__b"])[0]
+        assert out["a"] is p and out["b"] is p
+
+
+def test_packed_groups_and_clone_after_a_warm_step() -> None:
+    k = [t(1, 2, 3, 4) for _ in range(4)]
+    text = "DynamicCache_2D"
+    deserialize_args(k, [text])  # warm
+    (packed,) = deserialize_args([k], [text])  # the group comes as one list (Tensor[] output)
+    assert [x for layer in packed.layers for x in (layer.keys, layer.values)] == k
+    (cloned,) = deserialize_args(k, [text], clone=True)
+    assert assert_same(packed, cloned) == 4
+    assert all(layer.keys is not x for layer, x in zip(cloned.layers, k[0::2]))
+    a = t()
+    deserialize_args([a, a], ["list__2"])
+    assert deserialize_args([[a, a]], ["list__2"])[0] == [a, a]
+
+
+@pytest.mark.parametrize(
+    "res, text, error, message",
+    [
+        ([torch.zeros(1)] * 6, "DynamicCache_2D_W4", ValueError, "cache tensor 0 has shape (1,)"),
+        ([torch.zeros(2, 3)] * 3 + [torch.zeros(3)], "DynamicCache_2D", ValueError, "cache tensor 3 has shape (3,)"),
+        ([torch.zeros(2, 3)] * 2 + [torch.zeros(())] * 2, "EncoderDecoderCache_D__D", ValueError, "tensor 2 has shape ()"),
+        ([torch.zeros(2, 3)] * 3 + [1, torch.zeros(2, 3)], "DynamicCache_2D", TypeError, "expects tensors only, got a int"),
+        ([torch.zeros(2, 3)] * 3, "DynamicCache_2D", ValueError, "needs 4 items from res[0] but res has only 3"),
+        ([True], "int", TypeError, "expects a Python int but res[0] is a bool"),
+        ([1], "float", TypeError, "expects a Python float but res[0] is a int"),
+        ([torch.zeros(1)], "None", TypeError, "'None' but res[0] is a Tensor"),
+        ([None], "Tensor", TypeError, "'Tensor' but res[0] is a NoneType"),
+        ([torch.zeros(1), 3], "list__2", TypeError, "expects tensors only, got a int"),
+        ([torch.zeros(1), [torch.zeros(1)], torch.zeros(1)], "___v1_T_X3_E", TypeError, "item 1 of its 3 items is a list"),
+    ],
+)
+def test_errors_are_the_same_cold_and_warm(res: list[Any], text: str, error: type, message: str) -> None:
+    serialize._STEPS.pop(text, None)
+    messages = []
+    for _ in range(2):  # cold: parsed and compiled on this call; warm: its step steps aside
+        with pytest.raises(error) as err:
+            deserialize_args(res, [text])
+        messages.append(str(err.value))
+    assert text in serialize._STEPS
+    assert messages[0] == messages[1]
+    assert message in messages[0]
+
+
+def test_constructor_route_builds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = _hybrid()
+    text = type_as_str_with_info(cache)
+    flat = list(serialize_one(cache, "c", None))
+    (direct,) = deserialize_args(flat, [text])
+    monkeypatch.setattr(_caches, "_direct", False)
+    monkeypatch.setattr(serialize, "_STEPS", {})
+    (constructed,) = deserialize_args(flat, [text])
+    assert _assert_same_vars(cache, constructed) == _assert_same_vars(direct, constructed) == 4
+    plain = _dynamic(3)
+    (back,) = deserialize_args(list(serialize_one(plain, "c", None)), [type_as_str_with_info(plain)])
+    assert _assert_same_vars(plain, back) == 3
+
+
+def test_direct_construction_only_when_the_constructors_set_what_we_set() -> None:
+    class _Layer(cache_utils.DynamicLayer):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.new_attribute = 0  # a future transformers adding state: the constructor must run
+
+    class _Module:
+        DynamicLayer = _Layer
+        DynamicSlidingWindowLayer = cache_utils.DynamicSlidingWindowLayer
+        DynamicCache = cache_utils.DynamicCache
+        EncoderDecoderCache = cache_utils.EncoderDecoderCache
+
+    real = cache_utils
+    assert _caches._loaded() is real and _caches._direct
+    try:
+        _caches._bind(_Module)
+        assert _caches._direct is False
+        assert _caches._DynamicLayer is _Layer
+    finally:
+        _caches._bind(real)
+    assert _caches._direct is True and _caches._DynamicLayer is real.DynamicLayer
+
+
+def test_step_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serialize, "_STEPS", {})
+    monkeypatch.setattr(serialize, "_STEPS_MAX", 3)
+    a = t()
+    for n in range(1, 8):
+        assert deserialize_args([a] * n, [f"list__{n}"])[0] == [a] * n
+        assert len(serialize._STEPS) <= 3
+    assert "list__7" in serialize._STEPS
+    long_key = "k" * 2000  # longer than the parse cache keeps: neither parsed into it nor stepped
+    assert deserialize_args([a], [f"dict__1_{long_key}"])[0] == {long_key: a}
+    assert f"dict__1_{long_key}" not in serialize._STEPS
+
+
+def test_serialize_args_flattens_caches_in_place_or_not_at_all() -> None:
+    from transformers.cache_utils import StaticLayer
+
+    good = _dynamic(2)
+    flat = serialize_args((t(), good), None, None)
+    assert len(flat) == 5 and flat[1] is good.layers[0].keys and flat[4] is good.layers[1].values
+    bad = _dynamic(2)
+    bad.layers.append(StaticLayer(max_cache_len=8))
+    out = [t()]
+    assert _caches.flatten_into(bad, out) is False and len(out) == 1  # nothing appended
+    with pytest.raises(TypeError, match="positional argument 1.*layer 2 is a StaticLayer"):
+        serialize_args((t(), bad), None, None)
+    with pytest.raises(TypeError, match="argument 'past'.*layer 2 is a StaticLayer"):
+        serialize_args((t(),), {"past": bad}, None, ["x", "past"])
+    flat = serialize_args((t(),), {"past": good}, None, ["x", "past"])[0]
+    assert len(flat) == 5 and flat[1] is good.layers[0].keys
