@@ -12,7 +12,7 @@ PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
 
-.PHONY: venv venv-test demo test fuzz bench clean
+.PHONY: venv venv-test demo test fuzz bench tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ fuzz: venv-test
 
 bench: venv-test
 	$(BIN)/python bench/run.py
+
+# Regenerate the LALR tables in src/piece_by_piece_serialize/_tables/ after editing a grammar (tests check they agree).
+tables: venv
+	$(BIN)/python -m piece_by_piece_serialize._lalr_build
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -19,19 +19,8 @@ import threading
 from decimal import Decimal
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-
-from ._grammar import build_parser
-
-# The Cython LALR engine (the optional lark-cython package) runs the same grammar and transformer 1.2-1.4x faster
-# over the torch corpus (bench/run.py --only schema); without it, pure lark. Its tokens are its own class, so the
-# transformer recognises both.
-try:
-    import lark_cython as _lark_cython
-except ImportError:  # pragma: no cover - depends on the environment
-    _lark_cython = None
-_TOKENS: tuple = (Token,) if _lark_cython is None else (Token, _lark_cython.lark_cython.Token)
+from ._lalr import Engine, Failure, Token
+from ._lalr_build import load
 from ._schema_ast import (
     MAX_TYPE_DEPTH,
     AliasInfo,
@@ -474,7 +463,7 @@ def _raw_text(raw: _Raw) -> str:
         return "[" + ", ".join(_raw_text(item) for item in payload) + "]"
     if form == "number":
         return ("-" if payload[0] is not None else "") + payload[1].value
-    return payload.value if isinstance(payload, _TOKENS) else str(payload)
+    return payload.value if isinstance(payload, Token) else str(payload)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -755,7 +744,7 @@ def _alias_end(c: Sequence[Any], index: int, default_end: int) -> Tuple[Optional
     return None, default_end
 
 
-class _ToAst(Transformer):
+class _ToAst:
     # --- schema ---------------------------------------------------------------------------------------------
     def start(self, c):
         return c[0]
@@ -798,7 +787,7 @@ class _ToAst(Transformer):
         arguments: List[Argument] = []
         kwarg_only = vararg = seen_default = False
         for item in c:
-            if isinstance(item, _TOKENS):  # COMMA
+            if isinstance(item, Token):  # COMMA
                 continue
             if vararg:
                 raise _Fail("'...' must be the last parameter", item[1] if item[0] != "arg" else item[4])
@@ -847,7 +836,7 @@ class _ToAst(Transformer):
     def sized_arg_type(self, c):
         (elem, start, _), number, rsqb = c[0], c[2], c[3]
         alias, end = _alias_end(c, 4, rsqb.end_pos)
-        optional = isinstance(c[-1], _TOKENS) and c[-1].type == "QMARK"
+        optional = isinstance(c[-1], Token) and c[-1].type == "QMARK"
         if optional:
             end = c[-1].end_pos
         size = _stoll(number.value, number.start_pos)
@@ -877,7 +866,7 @@ class _ToAst(Transformer):
         returns: List[Return] = []
         varret = False
         for item in c:
-            if isinstance(item, _TOKENS):
+            if isinstance(item, Token):
                 continue
             if varret:
                 raise _Fail("'...' must be the last return", item.span[0] if isinstance(item, Return) else item[1])
@@ -1002,7 +991,7 @@ class _ToAst(Transformer):
         sets = [x for x in c if isinstance(x, list)]
         before = tuple(sets[0])
         after = tuple(sets[1]) if len(sets) > 1 else before
-        is_write = any(isinstance(x, _TOKENS) and x.type == "BANG" for x in c)
+        is_write = any(isinstance(x, Token) and x.type == "BANG" for x in c)
         return AliasInfo(before, after, is_write), c[-1].end_pos
 
     def fresh_alias(self, c):
@@ -1114,51 +1103,30 @@ class _Newlines:
 # Parsers (built once, lazily) and error translation
 
 _lock = threading.Lock()
-_parsers: dict = {}
+_engines: dict = {}
 
 
-def _parser(multiline: bool, fast: bool = False) -> Lark:
-    """The parser for one-line or multi-line text; ``fast`` picks the Cython engine when lark-cython is installed.
-
-    Both engines run the same grammar and transformer. Only pure lark gives the interactive parser that error
-    messages need (``accepts()``, the value stack), so errors are always reported by the pure-lark parser, and
-    only pure lark supports the postlexer of multi-line text.
-    """
-    # lark-cython has no postlexer support: multi-line text (rare) always goes through pure lark
-    key = (multiline, fast and not multiline and _lark_cython is not None)
-    parser = _parsers.get(key)
-    if parser is None:
+def _engine(multiline: bool) -> Engine:
+    """The engine for one-line or multi-line text (the latter drops the newlines torch ignores)."""
+    engine = _engines.get(multiline)
+    if engine is None:
         with _lock:
-            parser = _parsers.get(key)
-            if parser is None:
-                options: dict = {"lexer": "basic", "transformer": _ToAst(), "maybe_placeholders": False}
-                if multiline:
-                    options["postlex"] = _Newlines()
-                if key[1]:
-                    options["_plugins"] = _lark_cython.plugins
-                parser = build_parser("schema", **options)
-                _parsers[key] = parser
-    return parser
+            engine = _engines.get(multiline)
+            if engine is None:
+                engine = Engine(load("schema"), _ToAst(), _Newlines() if multiline else None)
+                _engines[multiline] = engine
+    return engine
 
 
 def parse(text: str) -> ParseResult:
     """Parse ``text`` with the schema grammar. Raises SchemaError (only) on malformed input."""
-    multiline = "\n" in text
-    first = _parser(multiline, fast=True)
+    engine = _engine("\n" in text)
     try:
-        return first.parse(text)
+        return engine.parse(text)
     except _Fail as e:
         raise SchemaError(e.msg, text, e.pos, e.expected) from None
-    except UnexpectedInput as e:
-        if first is _parser(multiline):
-            raise _translate(e, text) from None
-    # The Cython engine found a syntax error: the pure-lark parser finds the same one, with what the message needs.
-    try:
-        return _parser(multiline).parse(text)
-    except _Fail as e:  # pragma: no cover - the transformer failed first above
-        raise SchemaError(e.msg, text, e.pos, e.expected) from None
-    except UnexpectedInput as e:
-        raise _translate(e, text) from None
+    except Failure as e:
+        raise _translate(e, engine, text) from None
 
 
 _DESCRIBE = {
@@ -1196,7 +1164,7 @@ def _context(stack: Optional[list]) -> str:
     if not stack:
         return " at the start"
     top = stack[-1]
-    if isinstance(top, _TOKENS):
+    if isinstance(top, Token):
         return f" after {_quoted(top.value)}" if top.type != "NEWLINE" else " after a newline"
     if isinstance(top, tuple) and top:
         head = top[0]
@@ -1215,51 +1183,36 @@ def _context(stack: Optional[list]) -> str:
     return ""
 
 
-def _state_before(text: str, pos: int) -> Tuple[Sequence[str], Optional[list]]:
-    """The terminals the parser accepts at ``pos`` and its value stack there, by re-parsing ``text[:pos]``
-    (only on the error path of a lexer error, whose exception knows neither)."""
-    try:
-        ip = _parser("\n" in text).parse_interactive(text[:pos])
-        ip.exhaust_lexer()
-        return sorted(ip.accepts()), ip.parser_state.value_stack
-    except (_Fail, UnexpectedInput):  # cannot happen: the prefix was already parsed once; keep the error plain
-        return [], None
-
-
-def _translate(e: UnexpectedInput, text: str) -> SchemaError:
-    if isinstance(e, UnexpectedToken):
-        tok = e.token
+def _translate(e: Failure, engine: Engine, text: str) -> SchemaError:
+    # LALR merges states, so a state's table can list tokens that would fail after a reduction: ask the engine
+    # which tokens it would really shift there.
+    allowed = sorted(engine.accepts(e.states))
+    wanted, expected = _expected_text(allowed)
+    context = _context(e.values)
+    tok = e.token
+    if tok is not None:
         if tok.type == "$END":
             pos, got = len(text), "end of input"
         else:
             pos = tok.start_pos
             got = "a newline" if tok.type == "NEWLINE" else _quoted(tok.value)
-        ip = e.interactive_parser
-        # LALR merges states, so e.expected can list tokens that would fail after a reduction; ask the parser
-        # which tokens it would really take (lark's accepts() runs no callbacks).
-        wanted, expected = _expected_text(sorted(ip.accepts() if ip is not None else e.expected))
-        stack = ip.parser_state.value_stack if ip is not None else None
-        return SchemaError(f"expected {wanted}{_context(stack)}, got {got}", text, pos, expected)
-    if isinstance(e, UnexpectedCharacters):
-        pos = e.pos_in_stream
-        allowed, stack = _state_before(text, pos)
-        wanted, expected = _expected_text(sorted(allowed))
-        ch = text[pos]
-        if ch.isascii() and (ch.isalpha() or ch == "_"):
-            end = pos
-            while end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] == "_"):
-                end += 1
-            word = text[pos:end]
-            got = f"reserved word '{word}'" if "IDENT" in allowed else f"'{word}'"
-        elif ch == "#":
-            got = "a '# type:' comment"
-        elif ch in "'\"":
-            got = "an unterminated string"
-        elif ch == "\\":
-            got = "a '\\' that does not continue the line"
-        elif ch.isprintable() and not ch.isspace():
-            got = f"'{ch}'"
-        else:
-            got = f"character {ch!r}"
-        return SchemaError(f"expected {wanted}{_context(stack)}, got {got}", text, pos, expected)
-    return SchemaError(f"malformed schema: {e.__class__.__name__}", text, getattr(e, "pos_in_stream", None) or 0)
+        return SchemaError(f"expected {wanted}{context}, got {got}", text, pos, expected)
+    pos = e.pos
+    ch = text[pos]
+    if ch.isascii() and (ch.isalpha() or ch == "_"):
+        end = pos
+        while end < len(text) and text[end].isascii() and (text[end].isalnum() or text[end] == "_"):
+            end += 1
+        word = text[pos:end]
+        got = f"reserved word '{word}'" if "IDENT" in allowed else f"'{word}'"
+    elif ch == "#":
+        got = "a '# type:' comment"
+    elif ch in "'\"":
+        got = "an unterminated string"
+    elif ch == "\\":
+        got = "a '\\' that does not continue the line"
+    elif ch.isprintable() and not ch.isspace():
+        got = f"'{ch}'"
+    else:
+        got = f"character {ch!r}"
+    return SchemaError(f"expected {wanted}{context}, got {got}", text, pos, expected)

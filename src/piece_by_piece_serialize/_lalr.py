@@ -1,0 +1,257 @@
+"""A table-driven LALR(1) engine for the parse tables that lark computes from ``grammars/*.lark``.
+
+Lark is the parser generator: from each grammar it derives the lexer terminals (in lark's matching order) and the
+LALR(1) action and goto tables. ``_lalr_build`` exports those tables as plain Python data (the generated modules
+in ``_tables/``, checked against the grammar files by ``tests/test_tables.py`` and by a SHA-256 stamp at load
+time), and this module runs them. It is not a parser of either language: every decision it takes is a table
+look-up, so the grammar stays the single definition of what is accepted. It exists because lark's general run
+time spends most of a parse on bookkeeping these grammars never need (line counting, token subclassing of
+``str``, per-token exception frames); the result is the same tokens, the same reductions in the same order and
+the same callbacks, several times faster, and ``import lark`` is not needed to parse.
+
+Semantics reproduced from lark (``lexer="basic"`` or ``"contextual"``, ``maybe_placeholders=False``, an embedded
+transformer): terminals are tried in lark's order and the first that matches wins; a regex terminal that matches
+a keyword exactly becomes the keyword's terminal; ignored terminals are skipped; a contextual lexer tries only the
+terminals the current state accepts and, when none matches, the whole set (a token the state does not accept is
+then a syntax error on that token). Tokens whose terminal is filtered out (``_NAME`` or anonymous) are dropped
+from a rule's children; ``_rule`` children are spliced into their parent; a ``?rule`` with one child left is
+replaced by that child; every other rule calls the transformer method named after its alias or its name.
+
+Invariants: the engine keeps no per-parse state on itself (re-entrant, thread-safe after construction); work is
+linear in the input (every step shifts a token or reduces a rule, and reductions are bounded by shifts); a
+failure is returned as a :class:`Failure` holding everything an error message needs, never a lark exception.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+__all__ = ["Token", "Failure", "Engine"]
+
+
+class Token:
+    """One lexed token: its terminal name, its text and its span in the input."""
+
+    __slots__ = ("type", "value", "start_pos", "end_pos")
+
+    def __init__(self, type: str, value: str, start_pos: int, end_pos: int) -> None:
+        self.type = type
+        self.value = value
+        self.start_pos = start_pos
+        self.end_pos = end_pos
+
+    def __repr__(self) -> str:
+        return f"Token({self.type!r}, {self.value!r}, {self.start_pos})"
+
+
+class Failure(Exception):
+    """The input is not in the language. Raised by :meth:`Engine.parse`; the language module words the message.
+
+    ``token`` is the unexpected token (type ``"$END"`` at the end of the input), or None when no terminal matches
+    at ``pos`` (an unexpected character). ``states`` and ``values`` are the parser's stacks at that point:
+    :meth:`Engine.accepts` reads the first, messages may describe the top of the second. ``allowed`` is, for an
+    unexpected character, the set of terminals the lexer tried there.
+    """
+
+    def __init__(self, pos: int, token: Optional[Token], states: List[int], values: List[Any], allowed=()) -> None:
+        super().__init__(pos)
+        self.pos = pos
+        self.token = token
+        self.states = states
+        self.values = values
+        self.allowed = frozenset(allowed)
+
+
+class _Mismatch(Exception):
+    """Raised by the lexer: no terminal matches at ``pos``, or (contextual) the match is not accepted here."""
+
+    def __init__(self, pos: int, token: Optional[Token], allowed: Sequence[str]) -> None:
+        super().__init__(pos)
+        self.pos = pos
+        self.token = token
+        self.allowed = allowed
+
+
+_END = "$END"
+
+
+class _Scanner:
+    """One compiled alternation of terminals, in lark's order, and the keywords its regex terminals absorb."""
+
+    __slots__ = ("match", "names", "keywords")
+
+    def __init__(self, spec: Tuple[Tuple[Tuple[str, str], ...], Dict[str, Dict[str, str]]]) -> None:
+        terminals, keywords = spec
+        self.match = re.compile("|".join(f"(?P<{name}>{regexp})" for name, regexp in terminals)).match
+        self.names = frozenset(name for name, _ in terminals) | {t for kw in keywords.values() for t in kw.values()}
+        self.keywords = keywords
+
+
+class Engine:
+    """Runs one grammar's generated tables with ``callbacks`` (an object with a method per rule, as lark's
+    ``transformer=`` option takes) and an optional ``postlex`` (an object whose ``process`` filters the token
+    stream, as lark's ``postlex=`` option; basic lexer only)."""
+
+    def __init__(self, tables: Dict[str, Any], callbacks: Any, postlex: Any = None) -> None:
+        self.actions: Tuple[Dict[str, int], ...] = tables["actions"]
+        self.gotos: Tuple[Dict[str, int], ...] = tables["gotos"]
+        self.start_state: int = tables["start_state"]
+        self.end_state: int = tables["end_state"]
+        self.ignore = frozenset(tables["ignore"])
+        scanners = [_Scanner(spec) for spec in tables["scanners"]]
+        self.scanner_of_state = tuple(scanners[i] for i in tables["scanner_of_state"])
+        self.root_scanner = scanners[tables["root_scanner"]]
+        if postlex is not None and len(scanners) != 1:
+            raise ValueError("a postlexer needs the basic lexer")
+        self.postlex = postlex
+        self.rules = tuple(_bind(rule, callbacks) for rule in tables["rules"])
+
+    # --- lexing ---------------------------------------------------------------------------------------------
+    def _tokens(self, text: str, states: List[int]) -> Iterator[Token]:
+        """Tokens of ``text``, lexed lazily: the scanner for the next token is the one of the state on top of
+        ``states`` when it is asked for (as lark's contextual lexer does)."""
+        pos, end, ignore = 0, len(text), self.ignore
+        scanners = self.scanner_of_state
+        while pos < end:
+            scanner = scanners[states[-1]]
+            m = scanner.match(text, pos)
+            if m is None:
+                self._mismatch(text, pos, scanner)
+            kind = m.lastgroup
+            value = m.group()
+            stop = m.end()
+            keywords = scanner.keywords.get(kind)
+            if keywords is not None:
+                kind = keywords.get(value, kind)
+            if kind not in ignore:
+                yield Token(kind, value, pos, stop)
+            pos = stop
+
+    def _mismatch(self, text: str, pos: int, scanner: _Scanner) -> None:
+        root = self.root_scanner
+        if scanner is not root:
+            m = root.match(text, pos)
+            if m is not None:
+                kind, value = m.lastgroup, m.group()
+                kind = root.keywords.get(kind, {}).get(value, kind)
+                raise _Mismatch(pos, Token(kind, value, pos, m.end()), sorted(scanner.names))
+        raise _Mismatch(pos, None, sorted(scanner.names))
+
+    # --- parsing --------------------------------------------------------------------------------------------
+    def parse(self, text: str) -> Any:
+        """The value the start rule's callback returns for ``text``; raises :class:`Failure` if ``text`` is not
+        in the language. Exceptions raised by the callbacks propagate unchanged."""
+        actions, gotos, rules = self.actions, self.gotos, self.rules
+        states: List[int] = [self.start_state]
+        values: List[Any] = []
+        tokens = self._tokens(text, states)
+        if self.postlex is not None:
+            tokens = self.postlex.process(tokens)
+        token: Optional[Token] = None
+        try:
+            for token in tokens:
+                kind = token.type
+                while True:
+                    try:
+                        action = actions[states[-1]][kind]
+                    except KeyError:
+                        raise Failure(token.start_pos, token, states, values) from None
+                    if action >= 0:  # shift
+                        states.append(action)
+                        values.append(token)
+                        break
+                    size, origin, build = rules[~action]
+                    if build is None:  # a ?rule over one symbol: the value stays, only the state changes
+                        states[-1] = gotos[states[-2]][origin]
+                        continue
+                    if size:
+                        children = values[-size:]
+                        del values[-size:]
+                        del states[-size:]
+                        values.append(build(children))
+                    else:
+                        values.append(build([]))
+                    states.append(gotos[states[-1]][origin])
+        except _Mismatch as e:
+            if e.token is not None:  # a terminal this state does not accept
+                raise Failure(e.pos, e.token, states, values) from None
+            raise Failure(e.pos, None, states, values, e.allowed) from None
+        end = Token(_END, "", len(text), len(text))
+        end_state = self.end_state
+        while True:
+            action = actions[states[-1]].get(_END)
+            if action is None or action >= 0:
+                raise Failure(len(text), end, states, values)
+            self._reduce(rules[~action], states, values)
+            if states[-1] == end_state:
+                return values[-1]
+
+    def _reduce(self, rule: Tuple[int, str, Optional[Callable[[list], Any]]], states: List[int], values: List[Any]) -> None:
+        size, origin, build = rule
+        if build is None:  # a ?rule over one symbol: the value stays, only the state changes
+            del states[-1]
+        elif size:
+            children = values[-size:]
+            del values[-size:]
+            del states[-size:]
+            values.append(build(children))
+        else:
+            values.append(build([]))
+        states.append(self.gotos[states[-1]][origin])
+
+    def accepts(self, states: Sequence[int]) -> frozenset:
+        """The terminals the parser in ``states`` would shift next, after whatever reductions they need (LALR
+        tables list look-aheads that a merged state cannot really take; this simulates the reductions on a copy
+        of the state stack, running no callbacks)."""
+        accepted = set()
+        for kind in self.actions[states[-1]]:
+            stack = list(states)
+            while True:
+                action = self.actions[stack[-1]].get(kind)
+                if action is None:
+                    break
+                if action >= 0:
+                    accepted.add(kind)
+                    break
+                size, origin, _ = self.rules[~action]
+                if size:
+                    del stack[-size:]
+                stack.append(self.gotos[stack[-1]][origin])
+                if kind == _END and stack[-1] == self.end_state:
+                    accepted.add(kind)
+                    break
+        return frozenset(accepted)
+
+
+def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]], bool], callbacks: Any):
+    """(size, origin, build) for one rule of the tables: ``build`` maps the rule's children (as popped from the
+    value stack) to its value, or is None for a pass-through ``?rule`` over one symbol."""
+    origin, size, name, expand1, keep, inline = rule
+    if expand1 and size == 1 and keep is None:
+        return size, origin, None
+    if inline:  # a _rule: its value is its filtered children, spliced into the parent
+        method = None
+    else:
+        method = getattr(callbacks, name, None)
+        if method is None:
+            raise TypeError(f"{type(callbacks).__name__} has no method for grammar rule {name!r}")
+        if keep is None and not expand1:  # the common case: the children as they are
+            return size, origin, method
+
+    def build(children: list) -> Any:
+        if keep is not None:
+            kept: list = []
+            for index, splice in keep:
+                if splice:
+                    kept.extend(children[index])
+                else:
+                    kept.append(children[index])
+            children = kept
+        if method is None:
+            return children
+        if expand1 and len(children) == 1:
+            return children[0]
+        return method(children)
+
+    return size, origin, build
