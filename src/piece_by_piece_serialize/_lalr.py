@@ -41,6 +41,9 @@ class Token:
         self.start_pos = start_pos
         self.end_pos = end_pos
 
+    def __str__(self) -> str:
+        return self.value
+
     def __repr__(self) -> str:
         return f"Token({self.type!r}, {self.value!r}, {self.start_pos})"
 
@@ -50,17 +53,18 @@ class Failure(Exception):
 
     ``token`` is the unexpected token (type ``"$END"`` at the end of the input), or None when no terminal matches
     at ``pos`` (an unexpected character). ``states`` and ``values`` are the parser's stacks at that point:
-    :meth:`Engine.accepts` reads the first, messages may describe the top of the second. ``allowed`` is, for an
-    unexpected character, the set of terminals the lexer tried there.
+    :meth:`Engine.accepts` reads the first, messages may describe the top of the second. ``expected`` is what
+    lark reports as expected: the terminals of the state's table for a token the parser cannot take, the
+    terminals the lexer tried when it found none (or a token the contextual lexer does not accept there).
     """
 
-    def __init__(self, pos: int, token: Optional[Token], states: List[int], values: List[Any], allowed=()) -> None:
+    def __init__(self, pos: int, token: Optional[Token], states: List[int], values: List[Any], expected) -> None:
         super().__init__(pos)
         self.pos = pos
         self.token = token
         self.states = states
         self.values = values
-        self.allowed = frozenset(allowed)
+        self.expected = frozenset(expected)
 
 
 class _Mismatch(Exception):
@@ -83,8 +87,11 @@ class _Scanner:
 
     def __init__(self, spec: Tuple[Tuple[Tuple[str, str], ...], Dict[str, Dict[str, str]]]) -> None:
         terminals, keywords = spec
-        self.match = re.compile("|".join(f"(?P<{name}>{regexp})" for name, regexp in terminals)).match
-        self.names = frozenset(name for name, _ in terminals) | {t for kw in keywords.values() for t in kw.values()}
+        if terminals:
+            self.match = re.compile("|".join(f"(?P<{name}>{regexp})" for name, regexp in terminals)).match
+        else:  # a state that only accepts the end of the input (an empty pattern would match everywhere)
+            self.match = lambda text, pos: None
+        self.names = frozenset(name for name, _ in terminals)  # as lark reports them: keywords are not listed
         self.keywords = keywords
 
 
@@ -129,14 +136,15 @@ class Engine:
             pos = stop
 
     def _mismatch(self, text: str, pos: int, scanner: _Scanner) -> None:
+        allowed = scanner.names - self.ignore or {"<END-OF-FILE>"}
         root = self.root_scanner
         if scanner is not root:
             m = root.match(text, pos)
             if m is not None:
                 kind, value = m.lastgroup, m.group()
                 kind = root.keywords.get(kind, {}).get(value, kind)
-                raise _Mismatch(pos, Token(kind, value, pos, m.end()), sorted(scanner.names))
-        raise _Mismatch(pos, None, sorted(scanner.names))
+                raise _Mismatch(pos, Token(kind, value, pos, m.end()), allowed)
+        raise _Mismatch(pos, None, allowed)
 
     # --- parsing --------------------------------------------------------------------------------------------
     def parse(self, text: str) -> Any:
@@ -156,7 +164,7 @@ class Engine:
                     try:
                         action = actions[states[-1]][kind]
                     except KeyError:
-                        raise Failure(token.start_pos, token, states, values) from None
+                        raise Failure(token.start_pos, token, states, values, actions[states[-1]]) from None
                     if action >= 0:  # shift
                         states.append(action)
                         values.append(token)
@@ -173,16 +181,14 @@ class Engine:
                     else:
                         values.append(build([]))
                     states.append(gotos[states[-1]][origin])
-        except _Mismatch as e:
-            if e.token is not None:  # a terminal this state does not accept
-                raise Failure(e.pos, e.token, states, values) from None
-            raise Failure(e.pos, None, states, values, e.allowed) from None
+        except _Mismatch as e:  # e.token: a terminal this state's lexer does not try
+            raise Failure(e.pos, e.token, states, values, e.allowed) from None
         end = Token(_END, "", len(text), len(text))
         end_state = self.end_state
         while True:
             action = actions[states[-1]].get(_END)
             if action is None or action >= 0:
-                raise Failure(len(text), end, states, values)
+                raise Failure(len(text), end, states, values, actions[states[-1]])
             self._reduce(rules[~action], states, values)
             if states[-1] == end_state:
                 return values[-1]

@@ -1,11 +1,11 @@
-"""Lark -> AST for TreeSpec names: the only module of this language that imports lark.
+"""Tokens -> AST for TreeSpec names: the LALR tables of ``grammars/treespec_name.lark`` with these callbacks.
 
-The LALR parser for ``grammars/treespec_name.lark`` is built once, with the AST builder below as its inline
-transformer: each rule's callback runs when the parser reduces it, bottom-up, so no lark ``Tree`` is built and
-no step recurses, however deeply the name nests. The callbacks keep no state (one parser serves all threads).
+The engine (:mod:`._lalr`, running the tables lark computes from the grammar, contextual lexer) calls the AST
+builder below as each rule is reduced, bottom-up, so no parse tree is built and no step recurses, however deeply
+the name nests. The callbacks keep no state (one engine serves all threads).
 
-Invariants: lark types never leave this module (tokens are turned into ``str``/``int`` and offsets); every lark
-error and every fault found by a callback becomes ``TreeSpecNameError`` with the position in the name, the
+Invariants: engine types never leave this module (tokens are turned into ``str``/``int`` and offsets); every
+syntax error and every fault found by a callback becomes ``TreeSpecNameError`` with the position in the name, the
 expected tokens and a caret line. Callbacks check what the grammar cannot say but a single token shows (leaf
 counts, escapes, floats, integer sizes, merged leaf runs); the caller then checks that the name is the
 canonical spelling of its AST (see ``treespec_name``).
@@ -16,7 +16,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._grammar import build_parser
+from ._lalr import Engine, Failure
+from ._lalr_build import load
 from ._treespec_ast import (
     UNESCAPE,
     BoolConst,
@@ -257,21 +258,14 @@ class _ToAst:
         return "".join(out), c[0].start_pos
 
 
-_PARSER: Any = None
+_ENGINE: Any = None
 
 
-def _parser() -> Any:
-    global _PARSER
-    if _PARSER is None:
-        options: dict[str, Any] = {}
-        try:  # the Cython LALR engine parses the same grammar about 1.7x faster; optional
-            import lark_cython
-
-            options["_plugins"] = lark_cython.plugins
-        except ImportError:
-            pass
-        _PARSER = build_parser("treespec_name", transformer=_ToAst(), **options)
-    return _PARSER
+def _engine() -> Engine:
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = Engine(load("treespec_name"), _ToAst())
+    return _ENGINE
 
 
 def _expected_text(names: Any) -> str:
@@ -295,27 +289,16 @@ def _shown_char(text: str, pos: int) -> str:
 
 def parse(text: str) -> Name | LegacyName:
     """Parse a whole TreeSpec name into its AST (a legacy name gives ``LegacyName``); raise :class:`TreeSpecNameError` on any malformed input."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
     try:
-        return _parser().parse(text)
+        return _engine().parse(text)
     except _Fault as fault:
         raise TreeSpecNameError(fault.msg, text, fault.pos) from None
-    except UnexpectedToken as e:
-        at_end = e.token.type == "$END"
-        pos = len(text) if at_end else e.token.start_pos
+    except Failure as e:
         expected = tuple(sorted(e.expected))
-        got = "end of input" if at_end else repr(str(e.token)[:20])
-        msg = f"expected {_expected_text(expected)}, got {got}"
-        raise TreeSpecNameError(msg, text, pos, expected) from None
-    except UnexpectedCharacters as e:
-        pos = e.pos_in_stream
-        expected = tuple(sorted(e.allowed or ()))
-        msg = f"expected {_expected_text(expected)}, got {_shown_char(text, pos)}"
-        raise TreeSpecNameError(msg, text, pos, expected) from None
-    except UnexpectedEOF as e:
-        expected = tuple(sorted(e.expected or ()))
-        msg = f"expected {_expected_text(expected)}, got end of input"
-        raise TreeSpecNameError(msg, text, len(text), expected) from None
-    except UnexpectedInput as e:  # pragma: no cover - the three subclasses above are all lark raises for LALR
-        raise TreeSpecNameError(f"malformed TreeSpec name: {e.__class__.__name__}", text, 0) from None
+        if e.token is None:  # no terminal matches here
+            msg = f"expected {_expected_text(expected)}, got {_shown_char(text, e.pos)}"
+        elif e.token.type == "$END":
+            msg = f"expected {_expected_text(expected)}, got end of input"
+        else:
+            msg = f"expected {_expected_text(expected)}, got {e.token.value[:20]!r}"
+        raise TreeSpecNameError(msg, text, e.pos, expected) from None

@@ -70,12 +70,12 @@ def _schema_tokens(text: str) -> int:
     """Tokens the schema lexer produces for ``text`` (what the parser is fed)."""
     from piece_by_piece_serialize import _schema_transform
 
-    ip = _schema_transform._parser("\n" in text).parse_interactive(text)
-    return len(ip.exhaust_lexer())
+    engine = _schema_transform._engine("\n" in text)
+    return sum(1 for _ in engine._tokens(text, [engine.start_state]))
 
 
-# Python calls per lexer token over the whole torch corpus (lark's LALR loop, lexer and our callbacks).
-SCHEMA_CALLS_PER_TOKEN = 32  # measured: 21.6
+# Python calls per lexer token over the whole torch corpus (the LALR engine, its lexer and our callbacks).
+SCHEMA_CALLS_PER_TOKEN = 8  # measured: 5.4 (lark run time: 21.6)
 
 
 def test_schema_parse_calls_per_token_over_the_torch_corpus(torch_schemas: list[str]) -> None:
@@ -260,21 +260,23 @@ def test_hot_path_formats_no_strings() -> None:
 # Parsers and imports
 
 
-def test_runtime_parsers_are_built_once_and_not_strict() -> None:
-    # strict=True costs a terminal-collision analysis (about 0.6 s for the TreeSpec grammar) on first use;
-    # tests/test_grammars.py checks strictness instead.
+def test_runtime_parsers_are_built_once_from_the_generated_tables() -> None:
+    # The engines run the tables generated into _tables/ (tests/test_tables.py keeps them current): building
+    # them from the grammar with lark would cost a second per process; the type-info parser is lark's, built once
+    # and not strict (tests/test_grammars.py checks strictness).
     from piece_by_piece_serialize import _schema_transform, _treespec_transform, _type_info_transform
     from piece_by_piece_serialize import schema
 
-    schema.parse_schema("a::b(Tensor x) -> Tensor")
+    first = Counts(lambda: schema.parse_schema("a::b(Tensor x) -> Tensor"))
     schema.parse_schema("a::b(\n Tensor x) -> Tensor")
-    parsers = [*_schema_transform._parsers.values(), _treespec_transform._parser(), _type_info_transform._parser()]
-    for parser in parsers:
-        assert parser.options.strict is False
-    assert _treespec_transform._parser() is _treespec_transform._parser()
+    assert "build_tables" not in first.by_name
+    assert _schema_transform._engine(False) is _schema_transform._engine(False)
+    assert _schema_transform._engine(True) is _schema_transform._engine(True)
+    assert _treespec_transform._engine() is _treespec_transform._engine()
+    assert _type_info_transform._parser().options.strict is False
     assert _type_info_transform._parser() is _type_info_transform._parser()
     again = Counts(lambda: schema.parse_schema("a::b(Tensor x) -> Tensor"))
-    assert "build_parser" not in again.by_name
+    assert not {"build_parser", "build_tables", "load", "_engine_build"} & set(again.by_name), again.by_name
 
 
 # Modules a bare ``import piece_by_piece_serialize`` may add to a fresh interpreter (measured: 7).

@@ -1,0 +1,184 @@
+"""The generated LALR tables and the engine that runs them agree with the grammars and with lark.
+
+``piece_by_piece_serialize/_tables/*.py`` are exported from ``grammars/*.lark`` by ``_lalr_build`` (``make
+tables``) and run by ``_lalr.Engine``. Lark stays the reference: here it parses the same inputs into plain trees
+(no transformer), and the engine, driven by a transformer that builds the same plain trees, must give equal trees
+on every accepted input and fail at the same position, on the same token, expecting the same terminals, on every
+rejected one. Inputs: all schemas torch registers, the test corpora, the fuzzing seeds, and deterministic
+one-character mutations of them, which exercise the error paths.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lark import Token as LarkToken
+from lark import Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from piece_by_piece_serialize import _lalr_build
+from piece_by_piece_serialize._grammar import build_parser
+from piece_by_piece_serialize._lalr import Engine, Failure, Token
+from piece_by_piece_serialize._schema_transform import _Newlines
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTANTS = 4000  # per grammar; each is one character deleted, duplicated or replaced in a real input
+
+
+@pytest.mark.parametrize("name", sorted(_lalr_build.GRAMMARS))
+def test_generated_tables_are_current(name: str) -> None:
+    path = _lalr_build.module_path(name)
+    assert path.read_text(encoding="utf-8") == _lalr_build.render(name, _lalr_build.build_tables(name)), (
+        f"{path.name} is stale: run `make tables` after editing grammars/{name}.lark"
+    )
+
+
+def test_stale_tables_are_rebuilt_from_the_grammar(monkeypatch: pytest.MonkeyPatch) -> None:
+    current = _lalr_build.load("schema")
+    monkeypatch.setattr(_lalr_build, "grammar_sha256", lambda name: "edited")
+    rebuilt = _lalr_build.load("schema")
+    assert rebuilt is not current and rebuilt["grammar_sha256"] == "edited"
+    assert {k: v for k, v in rebuilt.items() if k != "grammar_sha256"} == {
+        k: v for k, v in current.items() if k != "grammar_sha256"
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Engine == lark
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (Token, LarkToken)):
+        return (value.type, str(value), value.start_pos)
+    if isinstance(value, Tree):
+        return (str(value.data), tuple(_plain(c) for c in value.children))
+    return value
+
+
+class _PlainTrees:
+    """Engine callbacks building what lark builds without a transformer, in the form ``_plain`` gives it."""
+
+    def __getattr__(self, rule: str):
+        return lambda children: (rule, tuple(_plain(c) for c in children))
+
+
+def _lark_outcome(parser: Any, text: str) -> tuple:
+    try:
+        return ("tree", _plain(parser.parse(text)))
+    except UnexpectedToken as e:
+        pos = len(text) if e.token.type == "$END" else e.token.start_pos
+        accepts = sorted(e.interactive_parser.accepts()) if e.interactive_parser is not None else None
+        return ("token", pos, e.token.type, sorted(e.expected), accepts)
+    except UnexpectedCharacters as e:
+        return ("char", e.pos_in_stream, sorted(e.allowed))
+    except UnexpectedInput as e:  # pragma: no cover - LALR raises only the two above
+        return ("other", type(e).__name__)
+
+
+def _engine_outcome(engine: Engine, text: str, with_accepts: bool) -> tuple:
+    try:
+        return ("tree", _plain(engine.parse(text)))
+    except Failure as e:
+        if e.token is None:
+            return ("char", e.pos, sorted(e.expected))
+        accepts = sorted(engine.accepts(e.states)) if with_accepts else None
+        return ("token", e.pos, e.token.type, sorted(e.expected), accepts)
+
+
+def _mutants(texts: list[str], count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = [t for t in texts if 0 < len(t) <= 2000]  # lark's accepts() copies its stacks for every terminal
+    alphabet = sorted(set("".join(texts))) + ["\n", "\\", "'", "\x00", "é"]
+    out = []
+    for _ in range(count):
+        text = rng.choice(texts)
+        i = rng.randrange(len(text))
+        kind = rng.randrange(3)
+        if kind == 0:
+            out.append(text[:i] + text[i + 1 :])
+        elif kind == 1:
+            out.append(text[:i] + text[i] + text[i:])
+        else:
+            out.append(text[:i] + rng.choice(alphabet) + text[i + 1 :])
+    return out
+
+
+def _read_texts(folder: Path, suffixes: tuple[str, ...]) -> list[str]:
+    texts = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and (not suffixes or path.suffix in suffixes):
+            try:
+                texts.append(path.read_bytes().decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    return texts
+
+
+def _compare(name: str, texts: list[str], postlex: Any = None) -> dict:
+    lark_options: dict = {"lexer": _lalr_build.GRAMMARS[name]["lexer"], "maybe_placeholders": False}
+    if postlex is not None:
+        lark_options["postlex"] = postlex
+    parser = build_parser(name, **lark_options)
+    engine = Engine(_lalr_build.load(name), _PlainTrees(), postlex if isinstance(postlex, _Newlines) else None)
+    tally = {"tree": 0, "token": 0, "char": 0}
+    mismatches = []
+    for text in texts:
+        expected = _lark_outcome(parser, text)
+        got = _engine_outcome(engine, text, with_accepts=expected[0] == "token" and expected[-1] is not None)
+        if got != expected:
+            mismatches.append((text, expected, got))
+        tally[got[0]] += 1
+    assert not mismatches, f"{len(mismatches)} of {len(texts)} differ; first: {mismatches[0]}"
+    return tally
+
+
+@pytest.fixture(scope="module")
+def schema_texts() -> list[str]:
+    from _torch_registry import shipped_schemas
+
+    registered = list(shipped_schemas())
+    assert len(registered) == 4374
+    corpus = _read_texts(ROOT / "tests" / "corpus" / "schema", (".schema",))
+    seeds = _read_texts(ROOT / "fuzz" / "corpus" / "schema", ())
+    return registered + corpus + seeds
+
+
+def test_schema_engine_agrees_with_lark_on_one_line_text(schema_texts: list[str]) -> None:
+    texts = [t for t in schema_texts if "\n" not in t]
+    texts += [t for t in _mutants(texts, MUTANTS, seed=1) if "\n" not in t]
+    # The tables come from lark with NEWLINE kept in the lexer (it then lists NEWLINE among the terminals it
+    # tried at a bad character); one-line text never contains one.
+    tally = _compare("schema", texts, postlex=_lalr_build._KeepNewlines(("NEWLINE",)))
+    assert tally["tree"] >= 4374 and tally["token"] > 500 and tally["char"] > 50, tally
+
+
+def test_schema_engine_agrees_with_lark_on_multi_line_text(schema_texts: list[str]) -> None:
+    texts = [t for t in schema_texts if "\n" in t]
+    texts += [t.replace(", ", ",\n ", 1) for t in schema_texts[:2000]]
+    texts += [t for t in _mutants(texts, MUTANTS, seed=2) if "\n" in t]
+    tally = _compare("schema", texts, postlex=_Newlines())
+    assert tally["tree"] > 1000 and tally["token"] > 200, tally
+
+
+def test_treespec_engine_agrees_with_lark() -> None:
+    import torch.utils._pytree as pytree
+
+    # Imported under the name the TreeSpec tests use: a second copy of the module would register its types twice.
+    if str(ROOT / "tests" / "treespec") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "treespec"))
+    from corpus_inputs import build_corpus  # realistic inputs of the TreeSpec tests
+
+    from piece_by_piece_serialize import tree_spec_as_name
+
+    specs = [pytree.tree_flatten(value)[1] for value in build_corpus().values()]
+    texts = [tree_spec_as_name(spec, spec.num_leaves) for spec in specs]
+    assert len(texts) == 48
+    texts += _read_texts(ROOT / "tests" / "corpus" / "treespec", (".name",))
+    texts += _read_texts(ROOT / "fuzz" / "corpus" / "treespec_name", ())
+    texts += _mutants(texts, MUTANTS, seed=3)
+    tally = _compare("treespec_name", texts)
+    assert tally["tree"] > 300 and tally["token"] > 500 and tally["char"] > 100, tally
