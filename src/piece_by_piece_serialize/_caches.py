@@ -46,7 +46,6 @@ _DynamicCache: Any = None
 _EncoderDecoderCache: Any = None
 _DynamicLayer: Any = None
 _SlidingLayer: Any = None
-_LAYER_KINDS: frozenset[type] = frozenset()
 #: The cache classes flatten_into() handles; empty until transformers is seen (then no value can be one).
 SUPPORTED: frozenset[type] = frozenset()
 _direct = False  # Note [direct construction] holds for the bound module
@@ -55,7 +54,7 @@ _new = object.__new__
 
 def _bind(cu: Any) -> None:
     global _bound, _Tensor, _DynamicCache, _EncoderDecoderCache, _DynamicLayer, _SlidingLayer
-    global _LAYER_KINDS, SUPPORTED, _direct
+    global SUPPORTED, _direct
     dynamic_layer, dynamic_cache = cu.DynamicLayer, cu.DynamicCache
     layer_probe, cache_probe = dynamic_layer(), dynamic_cache()
     _direct = (
@@ -69,7 +68,6 @@ def _bind(cu: Any) -> None:
     )
     _Tensor = sys.modules["torch"].Tensor  # transformers imported torch
     _DynamicLayer, _SlidingLayer = dynamic_layer, cu.DynamicSlidingWindowLayer
-    _LAYER_KINDS = frozenset((dynamic_layer, cu.DynamicSlidingWindowLayer))
     _DynamicCache, _EncoderDecoderCache = dynamic_cache, cu.EncoderDecoderCache
     SUPPORTED = frozenset((dynamic_cache, cu.EncoderDecoderCache))
     _bound = cu  # set last: the names above are complete once this is
@@ -160,13 +158,14 @@ def flatten_into(cache: Any, out: list[Any]) -> bool:
         return False
     start = len(out)
     append = out.append
-    kinds = _LAYER_KINDS
+    dynamic_layer, sliding_layer = _DynamicLayer, _SlidingLayer
     for part in parts:
         if type(part) is not _DynamicCache or getattr(part, "offloading", False):
             del out[start:]
             return False
         for layer in part.layers:
-            if type(layer) not in kinds:
+            kind = type(layer)
+            if kind is not dynamic_layer and kind is not sliding_layer:  # faster than a frozenset look-up
                 del out[start:]
                 return False
             if layer.is_initialized:
