@@ -245,15 +245,32 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
         if keep is None and not expand1:  # the common case: the children as they are
             return size, origin, method
 
+    if inline and keep is not None and len(keep) == 2 and keep[0] == (0, True) and not keep[1][1]:
+        last = keep[1][0]
+
+        def build(children: list) -> Any:  # the left-recursive `_items: _items SEP item`: extend in place
+            kept = children[0]
+            kept.append(children[last])
+            return kept
+
+        return size, origin, build
+
     def build(children: list) -> Any:
         if keep is not None:
-            kept: list = []
+            # A spliced _rule's list is used by nothing else: the first one is extended in place, so that a
+            # left-recursive rule costs one append per item, not a copy of the items so far.
+            kept: Optional[list] = None
             for index, splice in keep:
                 if splice:
-                    kept.extend(children[index])
+                    if kept is None:
+                        kept = children[index]
+                    else:
+                        kept.extend(children[index])
+                elif kept is None:
+                    kept = [children[index]]
                 else:
                     kept.append(children[index])
-            children = kept
+            children = kept if kept is not None else []
         if method is None:
             return children
         if expand1 and len(children) == 1:

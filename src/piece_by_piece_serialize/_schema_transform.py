@@ -730,6 +730,8 @@ def _renumber(t: Type, counter: List[int]) -> Type:
 
 
 _FRESH = AliasInfo(("$",), (), True)
+# Types are immutable: one instance of each builtin type without annotation serves every schema.
+_PLAIN_BASE = {name: BaseType(name) for name in set(_BASE_TYPES.values()) | {"Tensor"}}
 _NONE = BaseType("NoneType")  # placeholder for "!", numbered per schema by _renumber
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -765,14 +767,14 @@ class _ToAst:
         return ParseResult("wrapped", _schema(OperatorName("", ""), _params_of(c[2]), returns, varret), 0)
 
     def operator_name(self, c):
-        names = [t for t in c if t.type not in ("COLON", "DOT")]
-        has_ns = any(t.type == "COLON" for t in c)
-        has_overload = len(c) >= 2 and c[-2].type == "DOT"
-        namespace = names[0].value if has_ns else ""
-        name = names[1 if has_ns else 0].value
-        overload = names[-1].value if has_overload else ""
-        if has_overload:
-            tok = names[-1]
+        # name | name . overload | ns : : name | ns : : name . overload  (tokens, as the grammar gives them)
+        has_ns = len(c) >= 4
+        namespace = c[0].value if has_ns else ""
+        name = c[3 if has_ns else 0].value
+        overload = ""
+        if len(c) in (3, 6):
+            tok = c[-1]
+            overload = tok.value
             if overload == "default":
                 raise _Fail("the overload name 'default' is reserved", tok.start_pos)
             if overload[:2] == "__":
@@ -913,7 +915,9 @@ class _ToAst:
         return TupleType(elems), start, c[-1].end_pos
 
     def tensor_type(self, c):
-        alias, end = _alias_end(c, 1, c[0].end_pos)
+        if len(c) == 1:
+            return _PLAIN_BASE["Tensor"], c[0].start_pos, c[0].end_pos
+        alias, end = c[1]
         return BaseType("Tensor", alias), c[0].start_pos, end
 
     def dict_type(self, c):
@@ -973,10 +977,10 @@ class _ToAst:
         parts = c[0]
         first, last = parts[0], parts[-1]
         alias, end = _alias_end(c, 1, last.end_pos)
-        text = "".join(p.value for p in parts)
+        text = first.value if len(parts) == 1 else "".join(p.value for p in parts)
         canonical = _BASE_TYPES.get(text)
         if canonical is not None:
-            return BaseType(canonical, alias), first.start_pos, end
+            return (_PLAIN_BASE[canonical] if alias is None else BaseType(canonical, alias)), first.start_pos, end
         if first.value[0].islower():
             return TypeVar(text, alias, (first.start_pos, last.end_pos)), first.start_pos, end
         raise _Fail(
