@@ -11,8 +11,7 @@ Importing this module imports neither torch nor lark: the parser is built on the
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from ._schema_ast import (
     MAX_TYPE_DEPTH,
@@ -218,20 +217,34 @@ def torch_class_exists(namespace: str, name: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=8192)
-def _names(schema: str) -> Tuple[str, ...]:
-    return parse_schema(schema, allow_nameless=True).argument_names
+# extract_names_from_schema runs on every forward call of a replaced submodule, with the same few schemas: a
+# plain dict hit is the cheapest lookup Python has (functools.lru_cache costs twice as much per hit). Bounded:
+# when full, the oldest entry goes first.
+_NAMES_MAX = 8192
+_names: Dict[str, Tuple[str, ...]] = {}
 
 
 def extract_names_from_schema(schema: str) -> List[str]:
     """The input argument names of a schema, in order, keyword-only arguments included.
 
     Accepts everything :func:`parse_schema` accepts, plus the nameless forms ``(Tensor x) -> Tensor`` and
-    ``((Tensor x, Tensor y) -> Tensor)``. Results are cached (a bounded LRU of 8,192 schemas), so a repeated
-    schema costs a dictionary lookup; each call returns a new list.
+    ``((Tensor x, Tensor y) -> Tensor)``. Results are cached (at most 8,192 schemas, the oldest dropped first),
+    so a repeated schema costs a dictionary lookup; each call returns a new list.
 
     :param schema: the schema text.
     :returns: the argument names, e.g. ``["self", "other", "alpha"]``.
     :raises SchemaError: if the schema is malformed.
+    :raises TypeError: if ``schema`` is not a str.
     """
-    return list(_names(schema))
+    try:
+        return list(_names[schema])
+    except KeyError:
+        pass
+    names = parse_schema(schema, allow_nameless=True).argument_names
+    if len(_names) >= _NAMES_MAX:
+        try:
+            del _names[next(iter(_names))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread changed the cache meanwhile
+            pass
+    _names[schema] = names
+    return list(names)

@@ -23,6 +23,7 @@ from piece_by_piece_serialize.schema import (
     OptionalType,
     Return,
     TypeVar,
+    _NAMES_MAX,
     _names,
     extract_names_from_schema,
     parse_operator_name,
@@ -63,10 +64,15 @@ def test_extract_names_cache_is_bounded_and_returns_fresh_lists():
     text = "cache_probe::f(Tensor a, Tensor b) -> ()"
     first = extract_names_from_schema(text)
     first.append("mutated")
-    hits = _names.cache_info().hits
+    assert _names[text] == ("a", "b")
     assert extract_names_from_schema(text) == ["a", "b"]
-    assert _names.cache_info().hits == hits + 1
-    assert _names.cache_info().maxsize == 8192
+    assert extract_names_from_schema(text) is not extract_names_from_schema(text)
+    for i in range(_NAMES_MAX + 10):
+        extract_names_from_schema(f"cache_probe::g{i}(Tensor x{i}) -> ()")
+    assert len(_names) == _NAMES_MAX == 8192
+    assert text not in _names  # the oldest entries went first
+    assert _names["cache_probe::g8201(Tensor x8201) -> ()"] == ("x8201",)
+    assert extract_names_from_schema(text) == ["a", "b"]  # parsed again after eviction
 
 
 def test_extract_names_raises_schema_error():
