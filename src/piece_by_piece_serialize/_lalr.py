@@ -25,7 +25,8 @@ failure is returned as a :class:`Failure` holding everything an error message ne
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from itertools import chain
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 __all__ = ["Token", "Failure", "Engine"]
 
@@ -156,55 +157,38 @@ class Engine:
         tokens = self._tokens(text, states)
         if self.postlex is not None:
             tokens = self.postlex.process(tokens)
+        end = Token(_END, "", len(text), len(text))
+        end_state = self.end_state
         token: Optional[Token] = None
         try:
-            for token in tokens:
+            for token in chain(tokens, (end,)):
                 kind = token.type
                 while True:
                     try:
                         action = actions[states[-1]][kind]
                     except KeyError:
                         raise Failure(token.start_pos, token, states, values, actions[states[-1]]) from None
-                    if action >= 0:  # shift
+                    if action >= 0:  # shift (never the end: the loop returns when the end state is reached)
                         states.append(action)
                         values.append(token)
                         break
                     size, origin, build = rules[~action]
                     if build is None:  # a ?rule over one symbol: the value stays, only the state changes
                         states[-1] = gotos[states[-2]][origin]
-                        continue
-                    if size:
-                        children = values[-size:]
-                        del values[-size:]
-                        del states[-size:]
-                        values.append(build(children))
                     else:
-                        values.append(build([]))
-                    states.append(gotos[states[-1]][origin])
+                        if size:
+                            children = values[-size:]
+                            del values[-size:]
+                            del states[-size:]
+                            values.append(build(children))
+                        else:
+                            values.append(build([]))
+                        states.append(gotos[states[-1]][origin])
+                    if kind is _END and states[-1] == end_state:
+                        return values[-1]
         except _Mismatch as e:  # e.token: a terminal this state's lexer does not try
             raise Failure(e.pos, e.token, states, values, e.allowed) from None
-        end = Token(_END, "", len(text), len(text))
-        end_state = self.end_state
-        while True:
-            action = actions[states[-1]].get(_END)
-            if action is None or action >= 0:
-                raise Failure(len(text), end, states, values, actions[states[-1]])
-            self._reduce(rules[~action], states, values)
-            if states[-1] == end_state:
-                return values[-1]
-
-    def _reduce(self, rule: Tuple[int, str, Optional[Callable[[list], Any]]], states: List[int], values: List[Any]) -> None:
-        size, origin, build = rule
-        if build is None:  # a ?rule over one symbol: the value stays, only the state changes
-            del states[-1]
-        elif size:
-            children = values[-size:]
-            del values[-size:]
-            del states[-size:]
-            values.append(build(children))
-        else:
-            values.append(build([]))
-        states.append(self.gotos[states[-1]][origin])
+        raise Failure(len(text), end, states, values, actions[states[-1]])  # pragma: no cover - see "shift"
 
     def accepts(self, states: Sequence[int]) -> frozenset:
         """The terminals the parser in ``states`` would shift next, after whatever reductions they need (LALR
