@@ -18,8 +18,8 @@ from a rule's children; ``_rule`` children are spliced into their parent; a ``?r
 replaced by that child; every other rule calls the transformer method named after its alias or its name.
 
 Invariants: the engine keeps no per-parse state on itself (re-entrant, thread-safe after construction); work is
-linear in the input (every step shifts a token or reduces a rule, and reductions are bounded by shifts); a
-failure is returned as a :class:`Failure` holding everything an error message needs, never a lark exception.
+linear in the input (every step shifts a token or reduces a rule, and reductions are bounded by shifts); nothing
+recurses; bad input raises :class:`Failure`, holding everything an error message needs.
 """
 
 from __future__ import annotations
