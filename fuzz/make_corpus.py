@@ -160,6 +160,13 @@ def main() -> int:
     _write_corpus("treespec_name", treespec_seeds)
     _write_dict("treespec_name", "treespec_name", [], _TREESPEC_EXTRA)
 
+    # The engine-vs-lark harness: a grammar byte (0 schema, 1 TreeSpec name), then the text.
+    _write_corpus("engine", [b"\x00" + s for s in schema_seeds[::8]] + [b"\x01" + s for s in treespec_seeds])
+    (FUZZ_DIR / "dicts" / "engine.dict").write_text(
+        "".join((FUZZ_DIR / "dicts" / f"{g}.dict").read_text(encoding="utf-8") for g in ("schema", "treespec_name")),
+        encoding="utf-8",
+    )
+
     marker = bytes([fuzz_type_info.VALUES_MARKER])
     type_info_text = _test_inputs("type_info")
     _write_corpus("type_info", type_info_text + names[:50] + _random_seeds(4, N_VALUE_SEEDS, marker))

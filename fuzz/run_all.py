@@ -39,6 +39,7 @@ TARGETS: dict[str, int] = {
     "treespec_name": 4096,
     "pytree_roundtrip": 2048,
     "type_info": 2048,
+    "engine": 4096,
 }
 
 TIMEOUT_S = 20  # per input; every target answers in milliseconds, so this only catches hangs

@@ -10,20 +10,14 @@ one-character mutations of them, which exercise the error paths.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from lark import Token as LarkToken
-from lark import Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from piece_by_piece_serialize import _lalr_build
-from piece_by_piece_serialize._grammar import build_parser
-from piece_by_piece_serialize._lalr import Engine, Failure, Token
-from piece_by_piece_serialize._schema_transform import _Newlines
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = 4000  # per grammar; each is one character deleted, duplicated or replaced in a real input
@@ -48,45 +42,15 @@ def test_stale_tables_are_rebuilt_from_the_grammar(monkeypatch: pytest.MonkeyPat
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Engine == lark
+# Engine == lark (the comparison is the one of the differential fuzz harness, fuzz/fuzz_engine.py)
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (Token, LarkToken)):
-        return (value.type, str(value), value.start_pos)
-    if isinstance(value, Tree):
-        return (str(value.data), tuple(_plain(c) for c in value.children))
-    return value
-
-
-class _PlainTrees:
-    """Engine callbacks building what lark builds without a transformer, in the form ``_plain`` gives it."""
-
-    def __getattr__(self, rule: str):
-        return lambda children: (rule, tuple(_plain(c) for c in children))
-
-
-def _lark_outcome(parser: Any, text: str) -> tuple:
-    try:
-        return ("tree", _plain(parser.parse(text)))
-    except UnexpectedToken as e:
-        pos = len(text) if e.token.type == "$END" else e.token.start_pos
-        accepts = sorted(e.interactive_parser.accepts()) if e.interactive_parser is not None else None
-        return ("token", pos, e.token.type, sorted(e.expected), accepts)
-    except UnexpectedCharacters as e:
-        return ("char", e.pos_in_stream, sorted(e.allowed))
-    except UnexpectedInput as e:  # pragma: no cover - LALR raises only the two above
-        return ("other", type(e).__name__)
-
-
-def _engine_outcome(engine: Engine, text: str, with_accepts: bool) -> tuple:
-    try:
-        return ("tree", _plain(engine.parse(text)))
-    except Failure as e:
-        if e.token is None:
-            return ("char", e.pos, sorted(e.expected))
-        accepts = sorted(engine.accepts(e.states)) if with_accepts else None
-        return ("token", e.pos, e.token.type, sorted(e.expected), accepts)
+def _harness():
+    spec = importlib.util.spec_from_file_location("fuzz_engine", ROOT / "fuzz" / "fuzz_engine.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fuzz_engine", module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _mutants(texts: list[str], count: int, seed: int) -> list[str]:
@@ -118,17 +82,12 @@ def _read_texts(folder: Path, suffixes: tuple[str, ...]) -> list[str]:
     return texts
 
 
-def _compare(name: str, texts: list[str], postlex: Any = None) -> dict:
-    lark_options: dict = {"lexer": _lalr_build.GRAMMARS[name]["lexer"], "maybe_placeholders": False}
-    if postlex is not None:
-        lark_options["postlex"] = postlex
-    parser = build_parser(name, **lark_options)
-    engine = Engine(_lalr_build.load(name), _PlainTrees(), postlex if isinstance(postlex, _Newlines) else None)
+def _compare(name: str, texts: list[str]) -> dict:
+    harness = _harness()
     tally = {"tree": 0, "token": 0, "char": 0}
     mismatches = []
     for text in texts:
-        expected = _lark_outcome(parser, text)
-        got = _engine_outcome(engine, text, with_accepts=expected[0] == "token" and expected[-1] is not None)
+        expected, got = harness.outcomes(name, text)
         if got != expected:
             mismatches.append((text, expected, got))
         tally[got[0]] += 1
@@ -150,9 +109,7 @@ def schema_texts() -> list[str]:
 def test_schema_engine_agrees_with_lark_on_one_line_text(schema_texts: list[str]) -> None:
     texts = [t for t in schema_texts if "\n" not in t]
     texts += [t for t in _mutants(texts, MUTANTS, seed=1) if "\n" not in t]
-    # The tables come from lark with NEWLINE kept in the lexer (it then lists NEWLINE among the terminals it
-    # tried at a bad character); one-line text never contains one.
-    tally = _compare("schema", texts, postlex=_lalr_build._KeepNewlines(("NEWLINE",)))
+    tally = _compare("schema", texts)
     assert tally["tree"] >= 4374 and tally["token"] > 500 and tally["char"] > 50, tally
 
 
@@ -160,7 +117,7 @@ def test_schema_engine_agrees_with_lark_on_multi_line_text(schema_texts: list[st
     texts = [t for t in schema_texts if "\n" in t]
     texts += [t.replace(", ", ",\n ", 1) for t in schema_texts[:2000]]
     texts += [t for t in _mutants(texts, MUTANTS, seed=2) if "\n" in t]
-    tally = _compare("schema", texts, postlex=_Newlines())
+    tally = _compare("schema", texts)
     assert tally["tree"] > 1000 and tally["token"] > 200, tally
 
 
