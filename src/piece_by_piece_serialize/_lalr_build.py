@@ -39,7 +39,10 @@ _TABLES_DIR = Path(__file__).resolve().parent / "_tables"
 
 
 def grammar_sha256(name: str) -> str:
-    return hashlib.sha256(grammar_text(name).encode("utf-8")).hexdigest()
+    """The stamp of ``grammars/<name>.lark``: its text with line ends normalised (a checkout that writes CRLF
+    holds the same grammar)."""
+    text = grammar_text(name).replace("\r\n", "\n")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class _KeepNewlines:
