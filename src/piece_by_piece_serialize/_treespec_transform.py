@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._lalr import Engine, Failure
+from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
 from ._treespec_ast import (
     UNESCAPE,
@@ -45,45 +45,49 @@ from .errors import TreeSpecNameError
 
 __all__: list[str] = []  # private module
 
-# How an expected terminal is shown in an error message.
+# How an expected terminal is shown in an error message. Separator-led tokens are shown with their "_".
 _SHOWN = {
     "_PREFIX": "'___'",
     "VERSION": "a version tag like 'v1'",
     "LEGACY": "a legacy base32 name",
-    "_SEP": "'_'",
-    "_END": "'E'",
-    "LEAF": "'X'",
-    "DIGITS": "digits",
-    "TUPLE": "'T'",
-    "LIST": "'L'",
-    "DICT": "'D'",
-    "ODICT": "'O'",
-    "DDICT": "'DD'",
-    "DEQUE": "'DQ'",
-    "NTUPLE": "'NT'",
-    "CUSTOM": "'C'",
-    "CONTEXT": "'K'",
-    "STR": "'S'",
-    "INT": "'I'",
-    "FLOAT": "'F'",
-    "NONE": "'N'",
-    "TRUE": "'BT'",
-    "FALSE": "'BF'",
-    "ENUM": "'M'",
-    "MINUS": "'m'",
-    "FLOAT_DIGITS": "a float spelling",
+    "_END": "'_E'",
+    "LEAF": "'_X'",
+    "TUPLE": "'_T'",
+    "LIST": "'_L'",
+    "DICT": "'_D'",
+    "ODICT": "'_O'",
+    "DDICT": "'_DD'",
+    "DEQUE": "'_DQ'",
+    "NTUPLE": "'_NT'",
+    "CUSTOM": "'_C'",
+    "CONTEXT": "'_K'",
+    "STR": "'_S'",
+    "INT": "'_I<digits>'",
+    "NEG_INT": "'_Im<digits>'",
+    "FLOAT": "a float '_F..'",
+    "NONE": "'_N'",
+    "TRUE": "'_BT'",
+    "FALSE": "'_BF'",
+    "ENUM": "'_M'",
     "PLAIN_KEY": "a plain key",
     "LIT": "a letter or digit",
     "ESC": "an escape 'Z..'",
+    "REF_LIT": "a type reference",
+    "REF_ESC": "a type reference",
     "USC": "'_'",
     "DOT": "'__'",
     "$END": "end of input",
 }
+# Terminals that start with the separator "_" the grammar folds into them.
+_SEPARATOR_LED = frozenset({"_END", "LEAF", "TUPLE", "LIST", "DICT", "ODICT", "DDICT", "DEQUE", "NTUPLE", "CUSTOM",
+                            "CONTEXT", "STR", "INT", "NEG_INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "PLAIN_KEY",
+                            "REF_LIT", "REF_ESC"})
 # Sets of alternatives summarised by one word when all of them are expected.
 _GROUPS = (
     ("a node", frozenset({"LEAF", "TUPLE", "LIST", "DICT", "ODICT", "DDICT", "DEQUE", "NTUPLE", "CUSTOM"})),
-    ("a key", frozenset({"PLAIN_KEY", "STR", "INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE"})),
-    ("a constant", frozenset({"STR", "INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE", "LIST", "DICT"})),
+    ("a key", frozenset({"PLAIN_KEY", "STR", "INT", "NEG_INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE"})),
+    ("a constant", frozenset({"STR", "INT", "NEG_INT", "FLOAT", "NONE", "TRUE", "FALSE", "ENUM", "TUPLE", "LIST",
+                              "DICT"})),
 )
 _INT_DIGITS = 4300  # CPython's default int/str conversion limit; longer integers are refused, never parsed
 
@@ -97,23 +101,65 @@ class _Fault(Exception):
         self.pos = pos
 
 
-def _no_touching_runs(children: list[Any]) -> tuple[Any, ...]:
+# Separator-led tokens ("_T", "_X2", "_input_ids") start with the "_" the grammar folds into them; AST positions
+# and error carets point one further, at the kind letter or key, as they did when the separator was its own token.
+
+
+def _leaves(tok: Token) -> Leaves:
+    """The leaf run of a LEAF token: ``_X`` (one leaf) or ``_X<k>``."""
+    pos = tok.start_pos + 1
+    value = tok.value
+    if len(value) == 2:
+        return Leaves(1, pos=pos)
+    digits = value[2:]  # the LEAF terminal is "_X" then digits
+    if digits[0] == "0" or digits == "1":
+        raise _Fault("a run of leaves is 'X' for one leaf and 'X<k>' for k >= 2, without leading zeros", pos)
+    if len(digits) > _INT_DIGITS:
+        raise _Fault("leaf count has too many digits", pos + 1)
+    return Leaves(int(digits), pos=pos)
+
+
+def _sequence(children: list[Any], start: int) -> tuple[Any, ...]:
+    """The children of a sequence node from ``children[start:]``: LEAF tokens become leaf runs, which never touch."""
+    out = []
     previous_is_run = False
-    for child in children:
-        is_run = type(child) is Leaves
-        if is_run and previous_is_run:
-            raise _Fault("adjacent leaf runs must be written as one run 'X<total>'", child.pos)
-        previous_is_run = is_run
-    return tuple(children)
+    for i in range(start, len(children)):
+        child = children[i]
+        if type(child) is Token:  # a LEAF: ?node passes leaf tokens up unreduced
+            child = _leaves(child)
+            if previous_is_run:
+                raise _Fault("adjacent leaf runs must be written as one run 'X<total>'", child.pos)
+            previous_is_run = True
+        else:
+            previous_is_run = False
+        out.append(child)
+    return tuple(out)
 
 
-def _split_entries(items: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    values = tuple(items[1::2])
-    for value in values:
-        if type(value) is Leaves and value.count != 1:
-            raise _Fault("a dict value is one node: write 'X' for a leaf (runs 'X<k>' are for sequences)",
-                         value.pos)
-    return tuple(items[0::2]), values
+def _entries(children: list[Any], start: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Keys and values of a dict-like node from ``children[start:]`` (key, value, key, value, ...)."""
+    keys = []
+    values = []
+    for i in range(start, len(children), 2):
+        key = children[i]
+        # a PLAIN_KEY token ("_input_ids") stands for the string after its separator
+        keys.append(StrConst(key.value[1:]) if type(key) is Token else key)
+        value = children[i + 1]
+        if type(value) is Token:  # a LEAF
+            value = _leaves(value)
+            if value.count != 1:
+                raise _Fault("a dict value is one node: write 'X' for a leaf (runs 'X<k>' are for sequences)",
+                             value.pos)
+        values.append(value)
+    return tuple(keys), tuple(values)
+
+
+def _int(token: Token, digits_at: int, negative: bool) -> int:
+    """The integer of an INT token (``_I<digits>``, digits at offset 2) or NEG_INT token (``_Im<digits>``, 3)."""
+    digits = token.value[digits_at:]
+    if len(digits) > _INT_DIGITS:
+        raise _Fault(f"integer has more than {_INT_DIGITS} digits", token.start_pos + digits_at)
+    return -int(digits) if negative else int(digits)
 
 
 class _ToAst:
@@ -124,98 +170,83 @@ class _ToAst:
 
     def name(self, c: list[Any]) -> Name:
         version, root = c
-        if str(version) != "v1":
-            raise _Fault(f"unsupported TreeSpec name version '{version}'; this library reads v1", version.start_pos)
-        if type(root) is Leaves and root.count != 1:
-            raise _Fault("the root is one node: write 'X' for a single leaf (runs 'X<k>' are for sequences)",
-                         root.pos)
+        if version.value != "v1":
+            raise _Fault(f"unsupported TreeSpec name version '{version.value}'; this library reads v1",
+                         version.start_pos)
+        if type(root) is Token:
+            root = _leaves(root)
+            if root.count != 1:
+                raise _Fault("the root is one node: write 'X' for a single leaf (runs 'X<k>' are for sequences)",
+                             root.pos)
         return Name(root)
 
     def legacy_name(self, c: list[Any]) -> LegacyName:
-        return LegacyName(str(c[0]), pos=c[0].start_pos)
-
-    def leaves(self, c: list[Any]) -> Leaves:
-        if len(c) == 1:
-            return Leaves(1, pos=c[0].start_pos)
-        digits = str(c[1])
-        if digits[0] == "0" or digits == "1":
-            raise _Fault("a run of leaves is 'X' for one leaf and 'X<k>' for k >= 2, without leading zeros",
-                         c[0].start_pos)
-        if len(digits) > _INT_DIGITS:
-            raise _Fault("leaf count has too many digits", c[1].start_pos)
-        return Leaves(int(digits), pos=c[0].start_pos)
+        return LegacyName(c[0].value, pos=c[0].start_pos)
 
     def tuple(self, c: list[Any]) -> TupleNode:
-        return TupleNode(_no_touching_runs(c[1:]), pos=c[0].start_pos)
+        return TupleNode(_sequence(c, 1), pos=c[0].start_pos + 1)
 
     def list(self, c: list[Any]) -> ListNode:
-        return ListNode(_no_touching_runs(c[1:]), pos=c[0].start_pos)
+        return ListNode(_sequence(c, 1), pos=c[0].start_pos + 1)
 
     def dict(self, c: list[Any]) -> DictNode:
-        keys, children = _split_entries(c[1:])
-        return DictNode(keys, children, pos=c[0].start_pos)
+        keys, children = _entries(c, 1)
+        return DictNode(keys, children, pos=c[0].start_pos + 1)
 
     def odict(self, c: list[Any]) -> OrderedDictNode:
-        keys, children = _split_entries(c[1:])
-        return OrderedDictNode(keys, children, pos=c[0].start_pos)
+        keys, children = _entries(c, 1)
+        return OrderedDictNode(keys, children, pos=c[0].start_pos + 1)
 
     def ddict(self, c: list[Any]) -> DefaultDictNode:
         # DD (ref | N) D entries...; N (a NoneConst here) is a defaultdict without a factory
-        keys, children = _split_entries(c[3:])
-        factory = None if isinstance(c[1], NoneConst) else c[1][0]
-        return DefaultDictNode(factory, keys, children, pos=c[0].start_pos)
+        keys, children = _entries(c, 3)
+        factory = None if type(c[1]) is NoneConst else c[1][0]
+        return DefaultDictNode(factory, keys, children, pos=c[0].start_pos + 1)
 
     def deque(self, c: list[Any]) -> DequeNode:
         maxlen = None
-        rest = c[1:]
-        if rest and getattr(rest[0], "type", None) == "INT":
-            maxlen = self._int(rest[1], negative=False)
-            rest = rest[2:]
-        return DequeNode(maxlen, _no_touching_runs(rest), pos=c[0].start_pos)
+        start = 1
+        if len(c) > 1 and type(c[1]) is Token and c[1].type == "INT":
+            maxlen = _int(c[1], 2, negative=False)
+            start = 2
+        return DequeNode(maxlen, _sequence(c, start), pos=c[0].start_pos + 1)
 
     def ntuple(self, c: list[Any]) -> NamedTupleNode:
-        return NamedTupleNode(c[1][0], _no_touching_runs(c[2:]), pos=c[0].start_pos)
+        return NamedTupleNode(c[1][0], _sequence(c, 2), pos=c[0].start_pos + 1)
 
     def custom(self, c: list[Any]) -> CustomNode:
         context = None
-        rest = c[2:]
-        if rest and getattr(rest[0], "type", None) == "CONTEXT":
+        start = 2
+        if len(c) > 2 and type(c[2]) is Token and c[2].type == "CONTEXT":
             # A None context is written by leaving K out; keeping "K_N" as None makes the canonical check see it.
-            context = None if type(rest[1]) is NoneConst else rest[1]
-            rest = rest[2:]
-        return CustomNode(c[1][0], context, _no_touching_runs(rest), pos=c[0].start_pos)
+            context = None if type(c[3]) is NoneConst else c[3]
+            start = 4
+        return CustomNode(c[1][0], context, _sequence(c, start), pos=c[0].start_pos + 1)
 
     # ---- keys and constants
-
-    def plain_key(self, c: list[Any]) -> StrConst:
-        return StrConst(str(c[0]))
 
     def str_const(self, c: list[Any]) -> StrConst:
         return StrConst(c[1][0] if len(c) > 1 else "")
 
-    @staticmethod
-    def _int(token: Any, negative: bool) -> int:
-        digits = str(token)
-        if len(digits) > _INT_DIGITS:
-            raise _Fault(f"integer has more than {_INT_DIGITS} digits", token.start_pos)
-        return -int(digits) if negative else int(digits)
-
     def int_const(self, c: list[Any]) -> IntConst:
-        return IntConst(self._int(c[-1], negative=len(c) == 3))
+        tok = c[0]
+        negative = tok.type == "NEG_INT"
+        return IntConst(_int(tok, 3 if negative else 2, negative))
 
     def float_const(self, c: list[Any]) -> FloatConst:
-        spelled = str(c[-1])
-        text = ("-" if len(c) == 3 else "") + spelled.replace("d", ".").replace("m", "-").replace("p", "+")
+        tok = c[0]
+        # the FLOAT terminal is "_F" then the repr with "." -> d, "-" -> m (sign and exponent), "+" -> p
+        text = tok.value[2:].replace("d", ".").replace("m", "-").replace("p", "+")
         if len(text) > 40 or repr(float(text)) != text:
             raise _Fault("a float is spelled as its repr() (for example F1d5 for 1.5, F1ep20 for 1e+20)",
-                         c[0].start_pos)
+                         tok.start_pos + 1)
         return FloatConst(text)
 
     def none_const(self, c: list[Any]) -> NoneConst:
-        return NoneConst()
+        return _NONE
 
     def bool_const(self, c: list[Any]) -> BoolConst:
-        return BoolConst(c[0].type == "TRUE")
+        return _TRUE if c[0].type == "TRUE" else _FALSE
 
     def enum_const(self, c: list[Any]) -> EnumConst:
         return EnumConst(c[1][0], pos=c[1][1])
@@ -233,29 +264,45 @@ class _ToAst:
     # ---- bodies: (text, offset) pairs
 
     def ref(self, c: list[Any]) -> tuple[str, int]:
-        return c[0]
+        # the first piece (REF_LIT or REF_ESC) carries the separator before the reference
+        return _body(c, 1)
 
     def body(self, c: list[Any]) -> tuple[str, int]:
-        out = []
-        for tok in c:
-            kind = tok.type
-            if kind == "LIT":
-                out.append(str(tok))
-            elif kind == "USC":
-                out.append("_")
-            elif kind == "DOT":
-                out.append(".")
-            else:  # ESC
-                text = str(tok)
-                short = UNESCAPE.get(text)
-                if short is not None:
-                    out.append(short)
-                    continue
-                code = int(text[2:], 16)
-                if code > sys.maxunicode:
-                    raise _Fault(f"escape '{text}' is beyond the last Unicode code point", tok.start_pos)
-                out.append(chr(code))
-        return "".join(out), c[0].start_pos
+        return _body(c, 0)
+
+
+_NONE = NoneConst()
+_TRUE = BoolConst(True)
+_FALSE = BoolConst(False)
+
+
+def _body(c: list[Any], skip: int) -> tuple[str, int]:
+    """The text of body pieces ``c``, whose first piece starts ``skip`` characters late (its separator)."""
+    first = c[0]
+    pos = first.start_pos + skip
+    if len(c) == 1 and (first.type == "LIT" or first.type == "REF_LIT"):  # the common case: one plain run
+        return first.value[skip:], pos
+    out = []
+    for i, tok in enumerate(c):
+        kind = tok.type
+        text = tok.value[skip:] if i == 0 else tok.value
+        if kind == "LIT" or kind == "REF_LIT":
+            out.append(text)
+        elif kind == "USC":
+            out.append("_")
+        elif kind == "DOT":
+            out.append(".")
+        else:  # ESC, REF_ESC
+            short = UNESCAPE.get(text)
+            if short is not None:
+                out.append(short)
+                continue
+            code = int(text[2:], 16)
+            if code > sys.maxunicode:
+                raise _Fault(f"escape '{text}' is beyond the last Unicode code point",
+                             tok.start_pos + (skip if i == 0 else 0))
+            out.append(chr(code))
+    return "".join(out), pos
 
 
 _ENGINE: Any = None
@@ -294,7 +341,17 @@ def parse(text: str) -> Name | LegacyName:
     except _Fault as fault:
         raise TreeSpecNameError(fault.msg, text, fault.pos) from None
     except Failure as e:
-        expected = tuple(sorted(e.expected))
+        # What the parser could really take here: an LALR state shared by several contexts lists look-aheads that
+        # only one of them accepts (after a root leaf, every token that may follow a leaf elsewhere).
+        expected = tuple(sorted(_engine().accepts(e.states) or e.expected))
+        pos = e.pos
+        if (pos < len(text) and text[pos] == "_" and (e.token is None or e.token.value == "_")
+                and _SEPARATOR_LED.issuperset(expected)):
+            # Every token that could come here starts with the separator "_", and the separator is there: what
+            # is wrong is the character after it, so the caret goes there (as when "_" was a token of its own).
+            pos += 1
+            msg = f"expected {_expected_text(expected)}, got {_shown_char(text, pos)}"
+            raise TreeSpecNameError(msg, text, pos, expected) from None
         if e.token is None:  # no terminal matches here
             msg = f"expected {_expected_text(expected)}, got {_shown_char(text, e.pos)}"
         elif e.token.type == "$END":

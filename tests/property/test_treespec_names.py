@@ -137,10 +137,13 @@ def _grammar_text() -> st.SearchStrategy:
         "DOT": st.just("__"),
         "LEGACY": st.just("PAAA__"),
         "VERSION": st.sampled_from(["v1", "v1", "v1", "v2"]),
-        "DIGITS": st.integers(0, 40).map(str),
+        "LEAF": st.integers(0, 40).map(lambda k: "_X" if k == 0 else f"_X{k}"),
+        "INT": st.integers(0, 40).map(lambda k: f"_I{k}"),
+        "NEG_INT": st.integers(0, 40).map(lambda k: f"_Im{k}"),
         "LIT": st.sampled_from(["a", "torch", "Size", "return_types", "max", "corpus", "Box", "x1"]),
-        "PLAIN_KEY": st.sampled_from(["a", "input_ids", "b2", "camelCase"]),
-        "FLOAT_DIGITS": st.sampled_from(["1d5", "inf", "nan", "1ep20", "5", "0d0", "1em07"]),
+        "REF_LIT": st.sampled_from(["_a", "_torch", "_Size", "_corpus", "_Box", "_x1", "_list", "_N"]),
+        "PLAIN_KEY": st.sampled_from(["_a", "_input_ids", "_b2", "_camelCase"]),
+        "FLOAT": st.sampled_from(["_F1d5", "_Finf", "_Fnan", "_F1ep20", "_F5", "_F0d0", "_F1em07", "_Fm2d5"]),
     }
     return from_lark(build_parser("treespec_name"), explicit=explicit)
 

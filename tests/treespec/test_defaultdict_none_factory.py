@@ -63,8 +63,8 @@ def test_factory_that_is_not_a_class_named_by_repr() -> None:
     ("name", "expected", "pos"),
     [
         ("___v1_DD_Nx_D_a_X_E", "unknown defaultdict factory 'Nx'", 6),  # a reference, not N: points at DD
-        ("___v1_DD_N_a_X_E", "expected 'D', got 'a'", 11),
-        ("___v1_DD_N_N_D_E", "expected 'D', got 'N'", 11),
+        ("___v1_DD_N_a_X_E", "expected '_D', got 'a'", 11),  # the separator is fine, 'a' is not
+        ("___v1_DD_N_N_D_E", "expected '_D', got '_N'", 10),  # a whole token that cannot come here
     ],
 )
 def test_malformed_none_factory_refused(name: str, expected: str, pos: int) -> None:
