@@ -283,82 +283,91 @@ def _push_entries(stack: list, keys: tuple[Const, ...], children: tuple[Node, ..
         stack.append(_Key(keys[i]))
 
 
-def iter_tokens(item: Name | Node | Const) -> Iterator[str]:
-    """The tokens of ``item`` in order (joined with ``_`` they spell it), by an explicit stack."""
+def tokens(item: Name | Node | Const) -> list[str]:
+    """The tokens of ``item`` in order (joined with ``_`` they spell it), by an explicit stack. A list, not a
+    generator: printing is the canonical check of every decode, and a generator resumes once per token."""
+    out: list[str] = []
+    emit = out.append
     stack: list = [item.root if isinstance(item, Name) else item]
     while stack:
         top = stack.pop()
         key_position = False
         if type(top) is str:
-            yield top
+            emit(top)
             continue
         if type(top) is _Key:
             top = top.const
             key_position = True
         kind = type(top)
         if kind is Leaves:
-            yield "X" if top.count == 1 else f"X{top.count}"
+            emit("X" if top.count == 1 else f"X{top.count}")
         elif kind is TupleNode or kind is ListNode:
-            yield _OPEN[kind]
+            emit(_OPEN[kind])
             stack.append("E")
             stack.extend(reversed(top.children))
         elif kind is DictNode or kind is OrderedDictNode:
-            yield _OPEN[kind]
+            emit(_OPEN[kind])
             _push_entries(stack, top.keys, top.children)
         elif kind is DefaultDictNode:
-            yield "DD"
-            yield "N" if top.factory is None else encode_body(top.factory)
-            yield "D"
+            emit("DD")
+            emit("N" if top.factory is None else encode_body(top.factory))
+            emit("D")
             _push_entries(stack, top.keys, top.children)
         elif kind is DequeNode:
-            yield "DQ"
+            emit("DQ")
             if top.maxlen is not None:
-                yield f"I{top.maxlen}"
+                emit(f"I{top.maxlen}")
             stack.append("E")
             stack.extend(reversed(top.children))
         elif kind is NamedTupleNode:
-            yield "NT"
-            yield encode_body(top.cls)
+            emit("NT")
+            emit(encode_body(top.cls))
             stack.append("E")
             stack.extend(reversed(top.children))
         elif kind is CustomNode:
-            yield "C"
-            yield encode_body(top.cls)
+            emit("C")
+            emit(encode_body(top.cls))
             if top.context is not None:
-                yield "K"
+                emit("K")
             stack.append("E")
             stack.extend(reversed(top.children))
             if top.context is not None:
                 stack.append(top.context)
         elif kind is StrConst:
-            yield top.value if key_position and is_plain_key(top.value) else "S" + encode_body(top.value)
+            emit(top.value if key_position and is_plain_key(top.value) else "S" + encode_body(top.value))
         elif kind is IntConst:
-            yield f"Im{-top.value}" if top.value < 0 else f"I{top.value}"
+            emit(f"Im{-top.value}" if top.value < 0 else f"I{top.value}")
         elif kind is FloatConst:
-            yield encode_float(top.text)
+            emit(encode_float(top.text))
         elif kind is NoneConst:
-            yield "N"
+            emit("N")
         elif kind is BoolConst:
-            yield "BT" if top.value else "BF"
+            emit("BT" if top.value else "BF")
         elif kind is EnumConst:
-            yield "M" + encode_body(top.path)
+            emit("M" + encode_body(top.path))
         elif kind is TupleConst or kind is ListConst:
-            yield "T" if kind is TupleConst else "L"
+            emit("T" if kind is TupleConst else "L")
             stack.append("E")
             stack.extend(reversed(top.items))
         elif kind is DictConst:
-            yield "D"
+            emit("D")
             stack.append("E")
             for k, v in reversed(top.items):
                 stack.append(v)
                 stack.append(k)
         else:  # pragma: no cover - the AST is closed
             raise TypeError(f"not a TreeSpec-name AST node: {kind.__name__}")
+    return out
+
+
+def iter_tokens(item: Name | Node | Const) -> Iterator[str]:
+    """The tokens of ``item`` in order (see :func:`tokens`)."""
+    return iter(tokens(item))
 
 
 def print_name(name: Name) -> str:
     """The canonical text of ``name``."""
-    return PREFIX + "_".join(iter_tokens(name))
+    return PREFIX + "_".join(tokens(name))
 
 
 # ------------------------------------------------------------------------------------------ pretty printer
