@@ -205,12 +205,17 @@ _LOWER_DIGIT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ") | _LOWER_DIGIT
 _SHORT_ESCAPES = {"_": "Zu", ".": "Zd", "Z": "Zz"}
 UNESCAPE = {"Zu": "_", "Zd": ".", "Zz": "Z"}
+# Sets of one-character strings: slicing one past the end gives "", which is in no set of these.
+_LOWER_DIGIT_STR = frozenset(_LOWER_DIGIT)
+_ALNUM_STR = frozenset(_ALNUM)
 
 
 def is_plain_key(s: str) -> bool:
     """True when ``s`` is written as itself as a dict key (the PLAIN_KEY terminal of the grammar)."""
     if not s or s[0] not in _LOWER_DIGIT or s[0].isdigit():
         return False
+    if s.isascii() and s.replace("_", "").isalnum():  # the common case: only the "_" rule left to check
+        return _underscores_before_lower_digit(s)
     prev_underscore = False
     for ch in s:
         if ch == "_":
@@ -226,6 +231,24 @@ def is_plain_key(s: str) -> bool:
     return not prev_underscore
 
 
+def _underscores_before_lower_digit(s: str) -> bool:
+    i = s.find("_")
+    while i != -1:
+        if s[i + 1: i + 2] not in _LOWER_DIGIT_STR:
+            return False
+        i = s.find("_", i + 1)
+    return True
+
+
+def _dots_before_alnum(s: str) -> bool:
+    i = s.find(".")
+    while i != -1:
+        if s[i + 1: i + 2] not in _ALNUM_STR:
+            return False
+        i = s.find(".", i + 1)
+    return True
+
+
 def encode_body(s: str) -> str:
     """Spell ``s`` as a body (see the grammar): the canonical, injective choice of pieces.
 
@@ -233,6 +256,11 @@ def encode_body(s: str) -> str:
     character and a following character that is neither ``_`` nor ``.`` (so the next piece starts with an
     alphanumeric, as the DOT terminal's look-ahead requires); anything else non-alphanumeric is a Z escape.
     """
+    if s.isascii() and s[:1] not in ("_", ".") and "Z" not in s and s.replace("_", "").replace(".", "").isalnum():
+        # The common case, spelled as by the loop below: letters and digits stand for themselves, and if every
+        # "_" is followed by [a-z0-9] and every "." by a letter or digit, "_" stays and "." is "__".
+        if _underscores_before_lower_digit(s) and _dots_before_alnum(s):
+            return s.replace(".", "__")
     out = []
     last = len(s) - 1
     for i, ch in enumerate(s):
