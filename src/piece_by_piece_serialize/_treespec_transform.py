@@ -20,6 +20,8 @@ from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
 from ._treespec_ast import (
     UNESCAPE,
+    encode_body,
+    is_plain_key,
     BoolConst,
     CustomNode,
     DefaultDictNode,
@@ -101,6 +103,21 @@ class _Fault(Exception):
         self.pos = pos
 
 
+class _NotCanonical(Exception):
+    """A piece of the name is not spelled as the printer spells it (Note [piecewise canonical check])."""
+
+
+# Note [piecewise canonical check]
+# A name is canonical when the printer gives it back. The grammar fixes every structural token, so the printer
+# can differ from the text only where the grammar allows several spellings of one value: integers (leading
+# zeros, "m0"), multi-piece bodies (escapes, "__" versus "Zd"), a string key written S<body> although it is a
+# plain key, a custom node's "K_N" context, leaf runs and floats (the last two are refused by the callbacks
+# with their own messages). The checking callbacks verify these pieces as they are reduced, so an accepted name
+# needs no re-print; when one fails, the caller re-parses without the checks and prints the name, so the
+# message shows the canonical spelling and errors keep their order (syntax, then limits, then canonical form).
+# tests/treespec/test_piecewise_canonical.py checks that both ways agree on corpora and mutants.
+
+
 # Separator-led tokens ("_T", "_X2", "_input_ids") start with the "_" the grammar folds into them; AST positions
 # and error carets point one further, at the kind letter or key, as they did when the separator was its own token.
 
@@ -136,14 +153,17 @@ def _sequence(children: list[Any], start: int) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _entries(children: list[Any], start: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def _entries(children: list[Any], start: int, checked: bool) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """Keys and values of a dict-like node from ``children[start:]`` (key, value, key, value, ...)."""
     keys = []
     values = []
     for i in range(start, len(children), 2):
         key = children[i]
-        # a PLAIN_KEY token ("_input_ids") stands for the string after its separator
-        keys.append(StrConst(key.value[1:]) if type(key) is Token else key)
+        if type(key) is Token:  # a PLAIN_KEY token ("_input_ids") stands for the string after its separator
+            key = StrConst(key.value[1:])
+        elif checked and type(key) is StrConst and is_plain_key(key.value):
+            raise _NotCanonical  # a plain key written S<body>
+        keys.append(key)
         value = children[i + 1]
         if type(value) is Token:  # a LEAF
             value = _leaves(value)
@@ -163,7 +183,14 @@ def _int(token: Token, digits_at: int, negative: bool) -> int:
 
 
 class _ToAst:
-    """Inline LALR callbacks: one method per grammar rule, children in source order (``_``-terminals dropped)."""
+    """Inline LALR callbacks: one method per grammar rule, children in source order (``_``-terminals dropped).
+
+    With ``checked``, the callbacks also verify the canonical spelling of each piece and raise
+    :class:`_NotCanonical` (Note [piecewise canonical check]); the setting is fixed per instance, nothing is kept
+    per parse."""
+
+    def __init__(self, checked: bool) -> None:
+        self.checked = checked
 
     def start(self, c: list[Any]) -> Name | LegacyName:
         return c[0]
@@ -190,16 +217,16 @@ class _ToAst:
         return ListNode(_sequence(c, 1), pos=c[0].start_pos + 1)
 
     def dict(self, c: list[Any]) -> DictNode:
-        keys, children = _entries(c, 1)
+        keys, children = _entries(c, 1, self.checked)
         return DictNode(keys, children, pos=c[0].start_pos + 1)
 
     def odict(self, c: list[Any]) -> OrderedDictNode:
-        keys, children = _entries(c, 1)
+        keys, children = _entries(c, 1, self.checked)
         return OrderedDictNode(keys, children, pos=c[0].start_pos + 1)
 
     def ddict(self, c: list[Any]) -> DefaultDictNode:
         # DD (ref | N) D entries...; N (a NoneConst here) is a defaultdict without a factory
-        keys, children = _entries(c, 3)
+        keys, children = _entries(c, 3, self.checked)
         factory = None if type(c[1]) is NoneConst else c[1][0]
         return DefaultDictNode(factory, keys, children, pos=c[0].start_pos + 1)
 
@@ -208,6 +235,8 @@ class _ToAst:
         start = 1
         if len(c) > 1 and type(c[1]) is Token and c[1].type == "INT":
             maxlen = _int(c[1], 2, negative=False)
+            if self.checked:
+                _check_int(c[1], 2, negative=False)
             start = 2
         return DequeNode(maxlen, _sequence(c, start), pos=c[0].start_pos + 1)
 
@@ -220,6 +249,8 @@ class _ToAst:
         if len(c) > 2 and type(c[2]) is Token and c[2].type == "CONTEXT":
             # A None context is written by leaving K out; keeping "K_N" as None makes the canonical check see it.
             context = None if type(c[3]) is NoneConst else c[3]
+            if context is None and self.checked:
+                raise _NotCanonical  # a None context is written by leaving K out
             start = 4
         return CustomNode(c[1][0], context, _sequence(c, start), pos=c[0].start_pos + 1)
 
@@ -231,7 +262,10 @@ class _ToAst:
     def int_const(self, c: list[Any]) -> IntConst:
         tok = c[0]
         negative = tok.type == "NEG_INT"
-        return IntConst(_int(tok, 3 if negative else 2, negative))
+        value = _int(tok, 3 if negative else 2, negative)
+        if self.checked:
+            _check_int(tok, 3 if negative else 2, negative)
+        return IntConst(value)
 
     def float_const(self, c: list[Any]) -> FloatConst:
         tok = c[0]
@@ -265,10 +299,10 @@ class _ToAst:
 
     def ref(self, c: list[Any]) -> tuple[str, int]:
         # the first piece (REF_LIT or REF_ESC) carries the separator before the reference
-        return _body(c, 1)
+        return _body(c, 1, self.checked)
 
     def body(self, c: list[Any]) -> tuple[str, int]:
-        return _body(c, 0)
+        return _body(c, 0, self.checked)
 
 
 _NONE = NoneConst()
@@ -276,11 +310,18 @@ _TRUE = BoolConst(True)
 _FALSE = BoolConst(False)
 
 
-def _body(c: list[Any], skip: int) -> tuple[str, int]:
+def _check_int(token: Token, digits_at: int, negative: bool) -> None:
+    value = token.value
+    if value[digits_at] == "0" and (negative or len(value) > digits_at + 1):
+        raise _NotCanonical  # leading zeros, or minus zero
+
+
+def _body(c: list[Any], skip: int, checked: bool) -> tuple[str, int]:
     """The text of body pieces ``c``, whose first piece starts ``skip`` characters late (its separator)."""
     first = c[0]
     pos = first.start_pos + skip
-    if len(c) == 1 and (first.type == "LIT" or first.type == "REF_LIT"):  # the common case: one plain run
+    if len(c) == 1 and (first.type == "LIT" or first.type == "REF_LIT"):
+        # the common case: one run of letters and digits other than Z, canonical as it stands
         return first.value[skip:], pos
     out = []
     for i, tok in enumerate(c):
@@ -302,17 +343,28 @@ def _body(c: list[Any], skip: int) -> tuple[str, int]:
                 raise _Fault(f"escape '{text}' is beyond the last Unicode code point",
                              tok.start_pos + (skip if i == 0 else 0))
             out.append(chr(code))
-    return "".join(out), pos
+    text = "".join(out)
+    if checked and encode_body(text) != "".join([tok.value for tok in c])[skip:]:
+        raise _NotCanonical  # another spelling of the same text (an escape that is not needed, or is not minimal)
+    return text, pos
 
 
 _ENGINE: Any = None
+_CHECKED_ENGINE: Any = None
 
 
 def _engine() -> Engine:
     global _ENGINE
     if _ENGINE is None:
-        _ENGINE = Engine(load("treespec_name"), _ToAst())
+        _ENGINE = Engine(load("treespec_name"), _ToAst(checked=False))
     return _ENGINE
+
+
+def _checked_engine() -> Engine:
+    global _CHECKED_ENGINE
+    if _CHECKED_ENGINE is None:
+        _CHECKED_ENGINE = Engine(load("treespec_name"), _ToAst(checked=True))
+    return _CHECKED_ENGINE
 
 
 def _expected_text(names: Any) -> str:
@@ -332,6 +384,21 @@ def _shown_char(text: str, pos: int) -> str:
     if pos >= len(text):
         return "end of input"
     return repr(text[pos])
+
+
+def parse_if_canonical(text: str) -> Name | LegacyName | None:
+    """Parse ``text`` and check the canonical spelling of each piece (Note [piecewise canonical check]).
+
+    Returns the AST of a name whose every piece is canonical (then ``print_name(ast) == text``), ``None`` when a
+    piece is not (call :func:`parse` and print the name to say why); raises :class:`TreeSpecNameError` like
+    :func:`parse` for malformed input, unless a piece before the fault is not canonical (then ``None``)."""
+    try:
+        return _checked_engine().parse(text)
+    except _NotCanonical:
+        return None
+    except (_Fault, Failure):
+        parse(text)  # raises the same error, worded by parse(): the checks only ever add _NotCanonical
+        return None
 
 
 def parse(text: str) -> Name | LegacyName:

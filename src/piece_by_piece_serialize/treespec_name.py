@@ -454,14 +454,19 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
     if len(name) > limits.max_length:
         raise TreeSpecNameError(f"name is longer than the limit of {limits.max_length} characters",
                                 name, limits.max_length)
-    from ._treespec_transform import parse
+    from ._treespec_transform import parse, parse_if_canonical
 
-    ast = parse(name)
+    ast = parse_if_canonical(name)  # Note [piecewise canonical check] in _treespec_transform
+    checked = ast is not None
+    if not checked:
+        ast = parse(name)
     if type(ast) is LegacyName:
         raise TreeSpecNameError(LEGACY_MESSAGE, name, ast.pos)
     problem = measure(ast, limits.max_nodes, limits.max_depth)
     if problem is not None:
         raise TreeSpecNameError(problem[0], name, problem[1])
+    if checked:
+        return ast
     canonical = print_name(ast)
     if canonical != name:
         i = next((k for k, (a, b) in enumerate(zip(canonical, name)) if a != b), min(len(canonical), len(name)))
