@@ -1,16 +1,16 @@
-"""Lark -> AST for the schema language: the only module of this language that imports lark.
+"""Tokens -> AST for the schema language: the LALR tables of ``grammars/schema.lark`` with these callbacks.
 
-It builds the LALR parser for ``grammars/schema.lark`` once, on first use, with the transformer below embedded
-(no parse tree is built), and turns every lark exception into a :class:`SchemaError` positioned in the text.
-The transformer gives the syntax its meaning exactly as torch's C++ parser does (schema_type_parser.cpp,
-function_schema_parser.cpp): type names, typevars, enum and dtype defaults, number conversion with C
-``strtod``/``stoll`` semantics, string escapes, device strings, Union normalisation, the argument-order and
-vararg checks. Where torch would hit an internal assert, or store a value its printer cannot write back, it
-raises a ``SchemaError`` instead (listed in docs/schema.md).
+The engine (:mod:`._lalr`, running the tables lark computes from the grammar; see :mod:`._lalr_build`) is built
+once, on first use, with the transformer below embedded (no parse tree is built); every syntax error it reports
+becomes a :class:`SchemaError` positioned in the text. The transformer gives the syntax its meaning exactly as
+torch's C++ parser does (schema_type_parser.cpp, function_schema_parser.cpp): type names, typevars, enum and
+dtype defaults, number conversion with C ``strtod``/``stoll`` semantics, string escapes, device strings, Union
+normalisation, the argument-order and vararg checks. Where torch would hit an internal assert, or store a value
+its printer cannot write back, it raises a ``SchemaError`` instead (listed in docs/schema.md).
 
-Invariants: no lark object (Tree, Token, exception) escapes this module; the transformer keeps no per-parse
-state, so the shared parser is safe to reuse and re-enter; work is linear in the input, and type nesting is
-bounded by ``MAX_TYPE_DEPTH`` before anything recursive can see it.
+Invariants: no engine object (token, failure) escapes this module; the transformer keeps no per-parse state, so
+the shared engine is safe to reuse and re-enter; work is linear in the input, and type nesting is bounded by
+``MAX_TYPE_DEPTH`` before anything recursive can see it.
 """
 
 from __future__ import annotations
