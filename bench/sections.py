@@ -184,8 +184,29 @@ def scaling(args: argparse.Namespace) -> list[Row]:
     rows = [
         Row("scaling", "schema parse time vs arguments (25..200): fitted exponent (fastest of repeats)", expo, "linear", 1.0, 1.1, unit="")
     ]
+    rows.append(_union_scaling(args))
     rows.append(_name_scaling(args))
     return rows
+
+
+def _union_scaling(args: argparse.Namespace) -> Row:
+    """Parse time of a Union against its number of distinct members, 10 to 1,000: each member a Future of a
+    3-tuple of builtin types, so that torch's merging loop tries every pair (none merges)."""
+    import itertools
+
+    from piece_by_piece_serialize import schema as ours
+
+    atoms = "int str bool Tensor Device Stream float complex Generator Storage".split()
+    sizes = [10, 30, 100, 300, 1000]
+    fns = {}
+    for k in sizes:
+        members = itertools.islice(itertools.product(atoms, repeat=3), k)
+        text = "f(Union(" + ", ".join(f"Future(({a}, {b}, {c}))" for a, b, c in members) + ") x) -> ()"
+        fns[k] = lambda text=text: ours.parse_schema(text)
+    fastest = fastest_times(fns, repeats=_repeats(args, 9))
+    expo = fitted_exponent([float(s) for s in sizes], [fastest[k] for k in sizes])
+    return Row("scaling", "Union of distinct Futures, parse time vs members (10..1000): fitted exponent (fastest of "
+               "repeats)", expo, "linear", 1.0, 1.1, unit="")
 
 
 def _name_scaling(args: argparse.Namespace) -> Row:

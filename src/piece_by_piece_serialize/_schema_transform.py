@@ -16,6 +16,7 @@ the shared engine is safe to reuse and re-enter; work is linear in the input, an
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from decimal import Decimal
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
@@ -535,9 +536,8 @@ def _kind_name(t: Type) -> str:
 # 3. sort by type kind, then text. UnionType::create then makes Union(T, None) the optional T?, and int, float,
 #    complex and None the optional Scalar?. One type left is an internal assert in torch, a SchemaError here.
 # The members held as int, float and complex are shown as one Scalar member (torch prints them as "Scalar" too).
-# Cost: step 2 compares pairs, but only pairs that can unify (_mergeable: Futures, Awaits, tuples, type variables,
-# Any, custom classes with AnyClassType) reach _unify; it is quadratic only in the number of *distinct* such
-# members of one Union (torch's own loop is quadratic in all members).
+# Cost: torch's step 2 compares pairs, quadratic in the members. Ours finds the same partner for each member
+# through an index (Note [Indexed member merging]), so a Union costs time linear in its size.
 _UNION_AS_INT = frozenset({"SymInt", "ScalarType", "Layout", "MemoryFormat"})
 _SCALAR = BaseType("Scalar")
 _NUMBERS = (BaseType("int"), BaseType("float"), BaseType("complex"))
@@ -575,7 +575,7 @@ def _subtype(a: Type, b: Type) -> bool:
         return a == _NONE or _subtype(a, b.elem)
     if isinstance(b, UnionType):
         return any(_subtype(a, m) for m in _torch_members(b))
-    if a in _NUMBER_SET:
+    if a.__class__ is BaseType and a in _NUMBER_SET:  # (hashing a deep type only to miss would cost its size)
         return b == _SCALAR
     if isinstance(a, ClassType):
         return b == _ANY_CLASS
@@ -634,9 +634,198 @@ def _mergeable(a: Type, b: Type) -> bool:
     return ka is kb and ka in (TupleType, FutureType, AwaitType, TypeVar)
 
 
-def _union(members: List[Type], pos: int) -> Type:
-    # 1. flatten (duplicates dropped at once: torch unifies equal members anyway, and it keeps the work linear
-    # for long unions of the same types)
+def _merge_pairwise(types: List[Type], pos: int) -> List[Type]:
+    """torch's filterDuplicateSubtypes as torch runs it: right to left, each member is unified with the members
+    before it, nearest first; the first that unifies takes the result and the member leaves the list."""
+    end = len(types) - 1
+    for i in range(len(types) - 1, 0, -1):
+        ti = types[i]
+        for j in range(min(i - 1, end), -1, -1):
+            if _merges(ti, types[j]):
+                unified = _unify(ti, types[j], pos)
+                if unified is not None:
+                    types[j] = unified
+                    types[i] = types[end]
+                    end -= 1
+                    break
+    return types[: end + 1]
+
+
+def _merges(ti: Type, tj: Type) -> bool:
+    """The pair test of the merging loop before ``_unify``: None only with None (torch's get_supertype), and
+    only pairs that can unify at all."""
+    return (ti == _NONE) == (tj == _NONE) and _mergeable(ti, tj)
+
+
+# Note [Indexed member merging]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# _merge_pairwise tries, for each member from the right, every member before it, nearest first, until one unifies:
+# quadratic in the members. _merge_indexed finds the same partner for each member without trying the others:
+# * The shape key of a type (_shape_key) forgets what unification forgives -- optionals (T unifies with T? and
+#   None), and the names of type variables (torch unifies any two) -- and keeps the rest: Future and tuple
+#   structure, and every other type whole (lists, dicts, RRefs and builtin types unify only when equal). By
+#   induction over _subtype and _unify, two members without a wildcard unify only if their keys are equal.
+# * Wildcards are what unifies with types of other keys: Any, AnyClassType, Scalar, None inside a Future or
+#   tuple, a nested Union, and Await (which unifies by subtyping only, so equal keys do not promise a merge). A
+#   member holding one is "wild".
+# * So the partner of a member is the nearest of: the members before it with its key (the nearest one unifies),
+#   the wild members before it that can merge with it at all (_mergeable groups: Any with everything, classes
+#   with AnyClassType, else the same kind), each tried with the same _merges/_unify test as the loop. A wild
+#   member tries every member of its groups, nearest first, as the loop does.
+# The partner, the result written in its place and the order of the survivors are the loop's own. Skipping the
+# pairs in between cannot hide an error: _unify raises only for a result deeper than MAX_TYPE_DEPTH, and what it
+# builds from two types is at most as deep as their two depths added (by induction over its cases), so members
+# at most _INDEXED_DEPTH deep never reach it; a Union with a deeper member takes the loop. The cost is linear in
+# the members, plus, for each member, the candidates tried between it and its partner that do not unify with it:
+# wild members of its group (for a wild member, any member of its group).
+_INDEXED_DEPTH = MAX_TYPE_DEPTH // 2
+_WILD = frozenset({"Any", "AnyClassType", "Scalar", "NoneType"})
+_NO_KEY = object()  # the key of a wild type
+
+
+def _shape_key(t: Type) -> Any:
+    """The shape key of a member (Note [Indexed member merging]), or _NO_KEY if it holds a wildcard."""
+    cls = t.__class__
+    if cls is BaseType:
+        return _NO_KEY if t.name in _WILD else t  # type: ignore[attr-defined]
+    if cls is OptionalType:
+        return _shape_key(t.elem)  # type: ignore[attr-defined]
+    if cls is FutureType:
+        elem = _shape_key(t.elem)  # type: ignore[attr-defined]
+        return _NO_KEY if elem is _NO_KEY else ("Future", elem)
+    if cls is TupleType:
+        elems = []
+        for e in t.elems:  # type: ignore[attr-defined]
+            k = _shape_key(e)
+            if k is _NO_KEY:
+                return _NO_KEY
+            elems.append(k)
+        return ("Tuple", tuple(elems))
+    if cls is TypeVar:
+        return "TypeVar"
+    if cls is UnionType or cls is AwaitType:
+        return _NO_KEY
+    return t  # ClassType, ListType, DictType, RRefType: unify only when equal
+
+
+def _group(t: Type) -> Any:
+    """Members that _mergeable lets meet: Any meets every group; else classes with AnyClassType, and each of
+    tuples, Futures, Awaits and type variables with its own kind. None (and anything else) is in no group."""
+    if t == _ANY:
+        return "Any"
+    cls = t.__class__
+    if cls is ClassType or t == _ANY_CLASS:
+        return "Class"
+    if cls in (TupleType, FutureType, AwaitType, TypeVar):
+        return cls
+    return None
+
+
+class _Positions:
+    """A sorted list of member positions, searched from the nearest below a bound."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: List[int] = []
+
+    def add(self, j: int) -> None:
+        items = self.items
+        if not items or items[-1] < j:
+            items.append(j)
+        else:
+            items.insert(bisect_left(items, j), j)
+
+    def remove(self, j: int) -> None:
+        items = self.items
+        del items[bisect_left(items, j)]
+
+    def below(self, i: int) -> Iterator[int]:
+        """Positions under ``i``, nearest first (positions from ``i`` up are never asked for again: dropped)."""
+        items = self.items
+        while items and items[-1] >= i:
+            items.pop()
+        return reversed(items)
+
+
+def _merge_indexed(types: List[Type], pos: int) -> List[Type]:
+    """The result of _merge_pairwise, found through indexes (Note [Indexed member merging])."""
+    n = len(types)
+    by_key: dict = {}
+    wild: dict = {}  # group -> positions of wild members
+    by_group: dict = {}  # group -> positions of all members
+    anys = _Positions()
+    every = _Positions()
+    where: List[Any] = [None] * n  # position -> (key, group) as indexed
+
+    def index(j: int, t: Type) -> None:
+        key, group = _shape_key(t), _group(t)
+        where[j] = (key, group)
+        if group is None and t == _NONE:
+            return
+        every.add(j)
+        if group == "Any":
+            anys.add(j)
+        elif group is not None:
+            by_group.setdefault(group, _Positions()).add(j)
+        if key is _NO_KEY:
+            if group is not None and group != "Any":
+                wild.setdefault(group, _Positions()).add(j)
+        else:
+            by_key.setdefault(key, _Positions()).add(j)
+
+    def unindex(j: int) -> None:
+        key, group = where[j]
+        every.remove(j)
+        if group == "Any":
+            anys.remove(j)
+        elif group is not None:
+            by_group[group].remove(j)
+        if key is _NO_KEY:
+            if group is not None and group != "Any":
+                wild[group].remove(j)
+        else:
+            by_key[key].remove(j)
+
+    for j, t in enumerate(types):
+        index(j, t)
+    end = n - 1
+    for i in range(n - 1, 0, -1):
+        ti = types[i]
+        key, group = where[i]
+        if group is None and ti == _NONE:
+            continue  # None merges with nothing (and there is no other None)
+        if group == "Any":
+            lists = [every.below(i)]
+        elif key is _NO_KEY:
+            lists = [anys.below(i)] + ([by_group[group].below(i)] if group is not None else [])
+        else:
+            lists = [anys.below(i), by_key[key].below(i)]
+            if group is not None and group in wild:
+                lists.append(wild[group].below(i))
+        best, unified = -1, None
+        for candidates in lists:
+            for j in candidates:
+                if j <= best:
+                    break
+                if _merges(ti, types[j]):
+                    u = _unify(ti, types[j], pos)
+                    if u is not None:
+                        best, unified = j, u
+                        break
+        if unified is not None:
+            unindex(best)
+            types[best] = unified
+            index(best, unified)
+            types[i] = types[end]
+            end -= 1
+    return types[: end + 1]
+
+
+def _flatten(members: List[Type]) -> dict:
+    """Step 1 of Note [Union normalisation]: the flattened members, in order, as the keys of a dict (duplicates
+    dropped at once: torch unifies equal members anyway, and it keeps the work linear for long unions of the same
+    types)."""
     seen: dict = {}
     stack = list(reversed(members))
     while stack:
@@ -652,22 +841,21 @@ def _union(members: List[Type], pos: int) -> Type:
             seen[BaseType("int")] = None
         else:
             seen[m] = None
-    types: List[Type] = list(seen)
-    # 2. filterDuplicateSubtypes, in torch's order (Note [Union normalisation])
-    end = len(types) - 1
-    for i in range(len(types) - 1, 0, -1):
-        ti = types[i]
-        for j in range(min(i - 1, end), -1, -1):
-            tj = types[j]
-            if (ti == _NONE) != (tj == _NONE) or not _mergeable(ti, tj):
-                continue
-            unified = _unify(ti, tj, pos)
-            if unified is not None:
-                types[j] = unified
-                types[i] = types[end]
-                end -= 1
-                break
-    types = types[: end + 1]
+    return seen
+
+
+def _filter_duplicates(types: List[Type], pos: int) -> List[Type]:
+    """Step 2 of Note [Union normalisation], torch's filterDuplicateSubtypes: the surviving members."""
+    if all(t._depth <= _INDEXED_DEPTH for t in types):
+        return _merge_indexed(types, pos)
+    return _merge_pairwise(types, pos)
+
+
+def _union(members: List[Type], pos: int) -> Type:
+    # 1. flatten
+    seen = _flatten(members)
+    # 2. filterDuplicateSubtypes, in torch's order
+    types = _filter_duplicates(list(seen), pos)
     has_none = _NONE in types
     flat = [t for t in types if t != _NONE]
     if _NUMBER_SET.issubset(flat):
