@@ -1,76 +1,285 @@
-"""transformers 5.x caches <-> flat lists of tensors, without any pytree registration.
+"""transformers caches <-> flat lists of items, through a registry of adapters; no pytree registration.
 
-A ``DynamicCache`` is a list of layers; each populated layer holds a key and a value tensor. It is
-flattened to ``[k0, v0, k1, v1, ...]`` (populated layers only) and described by a
-:class:`~.type_info.DynamicCacheInfo` that records, per layer, its kind (``DynamicLayer`` or
-``DynamicSlidingWindowLayer`` with its ``sliding_window``) and whether it is populated, so that
-:func:`rebuild` restores the same layer kinds, windows, devices and tensor objects. An
-``EncoderDecoderCache`` is its self-attention cache followed by its cross-attention cache.
+A cache is described by a :class:`~.type_info.CacheInfo` (its class, options and layer kinds, the
+type-info string) and flattened into items: each layer's items in order (:mod:`._cache_layers`), after the
+cache's own (``DFlashCache``'s accepted-token count). An ``EncoderDecoderCache`` is its self-attention
+cache followed by its cross-attention cache. :func:`rebuild` makes a new cache of the same classes from a
+description and the items, with every attribute the original had (the very same tensor objects).
 
-Invariants: transformers is never imported by this module to *inspect* a value (a value can only be
-a transformers cache if ``transformers.cache_utils`` is already in ``sys.modules``); it is imported
-only to rebuild, i.e. when a type-info string names a transformers class. Any other cache or layer
-class is refused with a ``TypeError`` naming it, never flattened silently into something else.
-Both directions run on every forward call of a replaced submodule: :func:`flatten_into` and the
-builders of :func:`builder` do one pass over the layers and call no Python function per layer
-(see Note [direct construction]).
+The registry maps each supported class, by identity, to its adapter: the classes of
+``transformers.cache_utils`` listed in :mod:`._cache_kinds`, bound the first time transformers is seen,
+and the classes users register (:mod:`.caches`). A subclass is not its base class: it may hold more
+state, so it is refused until registered.
 
-Note [direct construction]
-~~~~~~~~~~~~~~~~~~~~~~~~~~
-``DynamicLayer()`` and ``DynamicCache()`` run Python ``__init__`` chains that only set a few attributes
-which the rebuild overwrites at once; per layer that call costs more than everything else the rebuild
-does. When transformers is first seen, :func:`_bind` builds one of each and looks at what the
-constructors set. If it is exactly ``{keys: None, values: None, is_initialized: False}`` for the layer
-and ``{layers: [], layer_class_to_replicate: DynamicLayer, offloading: False}`` for the cache (the
-transformers 5.x constructors), a rebuilt object is made with ``object.__new__`` and given the same
-attributes, in the same order, with the values the constructor and ``update()`` would leave: the result
-cannot be told apart (``tests/serialize/test_serialize.py`` compares ``vars()`` with caches transformers
-filled itself). Any other transformers version, and sliding-window or empty layers (rare, and their
-constructors make tensors), go through the constructors.
+Invariants: transformers is never imported to *inspect* a value (a value can only be a transformers cache
+if ``transformers.cache_utils`` is already in ``sys.modules``); it is imported only to rebuild, when a
+type-info string names a cache. Any cache or layer that is not registered, or that holds state its adapter
+does not know, is refused with a ``TypeError`` naming it, never flattened into something else. Decoding
+builds only registered classes: a name in a string is looked up in the registry, never imported.
+Both directions run on every forward call of a replaced submodule: :func:`flatten_into` and the builders of
+:func:`builder` take the common layers (populated ``DynamicLayer``, ``DynamicSlidingWindowLayer``,
+``StaticLayer``) without a Python call per layer (Note [fast layers]).
+
+Note [fast layers]
+~~~~~~~~~~~~~~~~~~
+:func:`flatten_into` appends the items of the three common layer kinds inline, after checking the exact
+class and the number of instance attributes (a layer with an attribute its adapter does not know has one
+more, and goes through :meth:`~._cache_layers.LayerAdapter.describe`, which names it). Caches with
+offloading, whose layers may sit on another device than their tensors, always take the general route. The
+builders rebuild a run of populated ``DynamicLayer`` inline and return ``None`` on anything unusual
+(a tensor subclass, a wrong rank): the caller then takes the general route, which accepts subclasses and
+raises the errors that name the argument and the item.
 """
 
 from __future__ import annotations
 
 import sys
-from itertools import islice
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from .type_info import CacheLayer, DynamicCacheInfo, EncoderDecoderCacheInfo
+from . import _cache_layers as L
+from ._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
+from .type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerInfo
 
 _MODULE = "transformers.cache_utils"
 
 # Bound by _bind() the first time a cache is flattened, described or rebuilt (transformers is loaded then).
 _bound: Any = None  # the transformers.cache_utils module the names below come from
 _Tensor: Any = None
-_DynamicCache: Any = None
-_EncoderDecoderCache: Any = None
 _DynamicLayer: Any = None
 _SlidingLayer: Any = None
-#: The cache classes flatten_into() handles; empty until transformers is seen (then no value can be one).
-SUPPORTED: frozenset[type] = frozenset()
-_direct = False  # Note [direct construction] holds for the bound module
+_StaticLayer: Any = None
+_EncoderDecoderCache: Any = None
+#: class -> adapter, for every supported layer class
+LAYERS: dict[type, L.LayerAdapter] = {}
+#: kind letter -> adapter that builds it
+BUILDERS: dict[str, L.LayerAdapter] = {}
+#: class -> adapter, for every supported cache class; empty until transformers is seen (then no value can be one)
+SUPPORTED: dict[type, "CacheAdapter"] = {}
+#: cache name as spelled -> adapter
+BY_NAME: dict[str, "CacheAdapter"] = {}
 _new = object.__new__
+# user registrations made before transformers was bound: (kind, cls, extra, like) replayed by _bind
+_PENDING_LAYERS: list[tuple[str, type, tuple[str, ...], str, frozenset[str]]] = []
+_PENDING_CACHES: list[tuple[CacheKind, type, tuple[str, ...], frozenset[str]]] = []
+
+
+class CacheAdapter:
+    """One cache class: its options, its own items, its layers (through the layer registry)."""
+
+    base_attributes = frozenset({"layers", "layer_class_to_replicate", "offloading"})
+    offload_attributes = frozenset({"only_non_sliding", "prefetch_stream"})
+
+    def __init__(self, kind: CacheKind, cls: type, extra: tuple[str, ...] = (), counts: frozenset[str] = frozenset()) -> None:
+        self.kind = kind
+        self.name = kind.name
+        self.cls = cls
+        # the cache's own items: counts (ints carried as count tensors) and tensors
+        self.leading = tuple(kind.leading_items) + tuple(extra)
+        self.counts = frozenset(kind.leading_items) | counts
+        self.leading_counts_only = all(name in self.counts for name in self.leading)
+        self.attributes = self.base_attributes | frozenset(self.leading)
+
+    def describe(self, cache: Any, what: str) -> CacheInfo:
+        state = vars(cache)
+        offloading = state.get("offloading")
+        allowed = self.attributes | (self.offload_attributes if offloading else frozenset())
+        if not state.keys() <= allowed:
+            extra = sorted(set(state) - allowed)
+            raise L.Refused(
+                f"{what}: {self.cls.__qualname__} has attribute{'s' if len(extra) > 1 else ''} "
+                f"{', '.join(map(repr, extra))} that this library does not know how to carry; register the class "
+                "with piece_by_piece_serialize.register_cache_class naming its extra state, or report it"
+            )
+        options: list[tuple[str, None]] = []
+        replicate = state.get("layer_class_to_replicate")
+        if replicate is None:
+            options.append(("n", None))
+        elif replicate is not _DynamicLayer:
+            raise L.Refused(
+                f"{what}: layer_class_to_replicate is {getattr(replicate, '__qualname__', replicate)!r}; only None "
+                "and DynamicLayer can be carried"
+            )
+        if type(offloading) is not bool:
+            raise L.Refused(f"{what}: offloading is {offloading!r}")
+        if offloading:
+            options.append(("o", None))
+            if state.get("only_non_sliding") is True:
+                options.append(("p", None))
+            elif state.get("only_non_sliding") is not False or "prefetch_stream" not in state:
+                raise L.Refused(f"{what}: an offloading cache without only_non_sliding/prefetch_stream")
+        for name in self.leading:
+            if name not in state:
+                raise L.Refused(f"{what}: {self.cls.__qualname__} has no attribute {name!r}")
+            value = state[name]
+            if name in self.counts and (type(value) is not int or value < 0):
+                raise L.Refused(f"{what}: {name} is {value!r}, not a non-negative int")
+            if name not in self.counts and not isinstance(value, _Tensor):
+                raise L.Refused(f"{what}: {name} is a {type(value).__name__}, not a tensor")
+        layers = state.get("layers")
+        if type(layers) is not list:
+            raise L.Refused(f"{what}: layers is a {type(layers).__name__}, not a list")
+        infos = []
+        for i, layer in enumerate(layers):
+            adapter = LAYERS.get(type(layer))
+            if adapter is None:
+                raise TypeError(
+                    f"{what}: layer {i} is a {_qualname(type(layer))}, which is not supported; supported layers are "
+                    f"{_supported_layers()} (a subclass or another class can be added with "
+                    "piece_by_piece_serialize.register_cache_layer_class)"
+                )
+            infos.append(adapter.describe(layer, f"{what}: {adapter.where(i)}"))
+        return CacheInfo.of_layers(infos, self.name, tuple(options))
+
+    def flatten(self, cache: Any, info: CacheInfo, out: list[Any]) -> None:
+        for name in self.leading:
+            value = getattr(cache, name)
+            out.append(L.count_item(value) if name in self.counts else value)
+        for layer, layer_info in zip(cache.layers, info.layers):
+            LAYERS[type(layer)].flatten(layer, layer_info, out)
+
+    def build(self, info: CacheInfo, items: Iterator[Any], what: str) -> Any:
+        cache = _new(self.cls)
+        leading = [next(items) for _ in self.leading]
+        layers: list[Any] = []
+        index = 0
+        for run in info.runs:
+            layer = run.layer
+            adapter = _builder_of(layer.kind)
+            for _ in range(run.count):
+                layers.append(adapter.build(layer, items, f"{what} layer {index} ({adapter.cls.__qualname__})"))
+                index += 1
+        cache.layers = layers
+        cache.layer_class_to_replicate = None if info.option("n") else _DynamicLayer
+        cache.offloading = info.option("o")
+        if cache.offloading:
+            cache.only_non_sliding = info.option("p")
+            cache.prefetch_stream = _stream()
+        for name, value in zip(self.leading, leading):
+            check = L.check_count if name in self.counts else L.check_tensor
+            setattr(cache, name, check(value, f"{what} item {name}"))
+        return cache
+
+
+def _stream() -> Any:
+    # what Cache.__init__ makes for an offloading cache: a new stream on the default device
+    torch = sys.modules["torch"]
+    return torch.Stream() if hasattr(torch, "Stream") else torch.cuda.Stream()
+
+
+class PairAdapter:
+    """``EncoderDecoderCache``: two caches and ``is_updated``, which is derived (Note [derived attributes])."""
+
+    attributes = frozenset({"self_attention_cache", "cross_attention_cache", "is_updated"})
+
+    def __init__(self, kind: CacheKind, cls: type) -> None:
+        self.kind, self.name, self.cls = kind, kind.name, cls
+
+    def describe(self, cache: Any, what: str) -> EncoderDecoderCacheInfo:
+        state = vars(cache)
+        if not state.keys() <= self.attributes:
+            extra = sorted(set(state) - self.attributes)
+            raise L.Refused(f"{what}: {self.cls.__qualname__} has attributes {extra} that this library does not know how to carry")
+        parts = []
+        for part in ("self_attention_cache", "cross_attention_cache"):
+            inner = state.get(part)
+            adapter = SUPPORTED.get(type(inner))
+            if adapter is None or isinstance(adapter, PairAdapter):
+                _unsupported(inner, f"{what}.{part}")
+            parts.append(adapter.describe(inner, f"{what}.{part}"))  # type: ignore[union-attr]
+        try:
+            derived = _is_updated(state["cross_attention_cache"])
+        except (TypeError, ValueError) as err:  # transformers refuses to measure some layers (DummyLayer)
+            raise L.Refused(f"{what}: its cross-attention cache has no sequence length ({err})") from None
+        if state.get("is_updated") != derived:
+            raise L.Refused(
+                f"{what}: is_updated is {state.get('is_updated')!r} but its cross-attention layers say {derived!r} "
+                "(rebuilt as EncoderDecoderCache(...) computes it); this state cannot be carried"
+            )
+        return EncoderDecoderCacheInfo(parts[0], parts[1])
+
+    def flatten(self, cache: Any, info: EncoderDecoderCacheInfo, out: list[Any]) -> None:
+        BY_NAME[info.self_attention.name].flatten(cache.self_attention_cache, info.self_attention, out)
+        BY_NAME[info.cross_attention.name].flatten(cache.cross_attention_cache, info.cross_attention, out)
+
+    def build(self, info: EncoderDecoderCacheInfo, items: Iterator[Any], what: str) -> Any:
+        first = _cache_adapter(info.self_attention.name).build(info.self_attention, items, f"{what} self_attention_cache")
+        second = _cache_adapter(info.cross_attention.name).build(info.cross_attention, items, f"{what} cross_attention_cache")
+        cache = _new(self.cls)
+        cache.self_attention_cache = first
+        cache.cross_attention_cache = second
+        cache.is_updated = _is_updated(second)
+        return cache
+
+
+def _is_updated(cross: Any) -> dict[int, bool]:
+    # exactly what EncoderDecoderCache.__init__ computes
+    return {i: bool(cross.get_seq_length(i) > 0) for i in range(len(cross))}
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _supported_layers() -> str:
+    return ", ".join(sorted({a.cls.__qualname__ for a in LAYERS.values()}))
+
+
+def _supported_caches() -> str:
+    return ", ".join(sorted({a.cls.__qualname__ for a in SUPPORTED.values()}))
+
+
+def _unsupported(obj: Any, what: str) -> None:
+    raise TypeError(
+        f"{what}: {_qualname(type(obj))} is not supported; supported caches are {_supported_caches()} "
+        "(a subclass or another class can be added with piece_by_piece_serialize.register_cache_class)"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# binding
 
 
 def _bind(cu: Any) -> None:
-    global _bound, _Tensor, _DynamicCache, _EncoderDecoderCache, _DynamicLayer, _SlidingLayer
-    global SUPPORTED, _direct
-    dynamic_layer, dynamic_cache = cu.DynamicLayer, cu.DynamicCache
-    layer_probe, cache_probe = dynamic_layer(), dynamic_cache()
-    _direct = (
-        dynamic_layer.__new__ is object.__new__
-        and dynamic_cache.__new__ is object.__new__
-        and list(vars(layer_probe).items()) == [("keys", None), ("values", None), ("is_initialized", False)]
-        and list(vars(cache_probe)) == ["layers", "layer_class_to_replicate", "offloading"]
-        and cache_probe.layers == []
-        and cache_probe.layer_class_to_replicate is dynamic_layer
-        and cache_probe.offloading is False
-    )
-    _Tensor = sys.modules["torch"].Tensor  # transformers imported torch
-    _DynamicLayer, _SlidingLayer = dynamic_layer, cu.DynamicSlidingWindowLayer
-    _DynamicCache, _EncoderDecoderCache = dynamic_cache, cu.EncoderDecoderCache
-    SUPPORTED = frozenset((dynamic_cache, cu.EncoderDecoderCache))
+    global _bound, _Tensor, _DynamicLayer, _SlidingLayer, _StaticLayer, _EncoderDecoderCache
+    torch = sys.modules["torch"]  # transformers imported torch
+    L.bind_torch(torch)
+    LAYERS.clear()
+    BUILDERS.clear()
+    SUPPORTED.clear()
+    BY_NAME.clear()
+    for kind in layer_kinds():
+        if kind.like is not None:
+            continue  # a registered kind: replayed below with its class
+        cls = getattr(cu, kind.class_name, None)  # a fixed name of our table, never one read from input
+        if cls is None:  # an older transformers without this class: the kind cannot be built here
+            continue
+        adapter = L.make_adapter(kind.code, cls)
+        BUILDERS[kind.code] = adapter
+        if not kind.legacy:
+            LAYERS[cls] = adapter
+    for ckind in _builtin_cache_kinds():
+        cls = getattr(cu, ckind.name, None)
+        if cls is None:
+            continue
+        cadapter: Any = PairAdapter(ckind, cls) if ckind.pair else CacheAdapter(ckind, cls)
+        SUPPORTED[cls] = cadapter
+        BY_NAME[ckind.name] = cadapter
+    for code, cls, extra, like, counts in _PENDING_LAYERS:
+        adapter = L.make_adapter(code, cls, extra, like, counts)
+        BUILDERS[code] = adapter
+        LAYERS[cls] = adapter
+    for ckind, cls, extra, counts in _PENDING_CACHES:
+        cadapter = CacheAdapter(ckind, cls, extra, counts)
+        SUPPORTED[cls] = cadapter
+        BY_NAME[ckind.name] = cadapter
+    _Tensor = torch.Tensor
+    _DynamicLayer, _SlidingLayer, _StaticLayer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer, cu.StaticLayer
+    _EncoderDecoderCache = cu.EncoderDecoderCache
     _bound = cu  # set last: the names above are complete once this is
+
+
+def _builtin_cache_kinds() -> list[CacheKind]:
+    return [k for k in cache_kinds() if k.like is None]
 
 
 def _loaded() -> Any:
@@ -89,88 +298,107 @@ def cache_module() -> Any:
 
 
 def is_cache(obj: Any) -> bool:
-    """Whether ``obj`` is any transformers ``Cache`` (supported or not)."""
+    """Whether ``obj`` is any transformers ``Cache`` (supported or not) or a registered cache class."""
     cu = sys.modules.get(_MODULE)
-    return cu is not None and isinstance(obj, cu.Cache)
+    if cu is None:
+        return False
+    if cu is not _bound:
+        _bind(cu)
+    return type(obj) in SUPPORTED or isinstance(obj, cu.Cache)
 
 
-def _describe_dynamic(cache: Any, cu: Any, what: str) -> DynamicCacheInfo:
-    if type(cache) is not cu.DynamicCache:
-        raise TypeError(
-            f"{what}: {type(cache).__module__}.{type(cache).__qualname__} is not supported; "
-            "supported caches are transformers DynamicCache and EncoderDecoderCache"
-        )
-    if getattr(cache, "offloading", False):
-        raise TypeError(f"{what}: an offloading DynamicCache is not supported")
-    layers = []
-    for i, layer in enumerate(cache.layers):
-        kind = type(layer)
-        if kind is cu.DynamicLayer:
-            window = None
-        elif kind is cu.DynamicSlidingWindowLayer:
-            window = int(layer.sliding_window)
-        else:
-            raise TypeError(
-                f"{what}: layer {i} is a {kind.__qualname__}; supported layers are DynamicLayer and "
-                "DynamicSlidingWindowLayer"
-            )
-        layers.append(CacheLayer(window, bool(layer.is_initialized)))
-    return DynamicCacheInfo.of_layers(layers)
+def _builder_of(code: str) -> L.LayerAdapter:
+    adapter = BUILDERS.get(code)
+    if adapter is None:
+        kind = layer_kind(code)
+        name = kind.class_name if kind else code
+        raise TypeError(f"this transformers ({_bound.__name__}) has no {name}: layer kind {code!r} cannot be rebuilt")
+    return adapter
 
 
-def describe(cache: Any, what: str = "cache") -> DynamicCacheInfo | EncoderDecoderCacheInfo:
+def _cache_adapter(name: str) -> Any:
+    adapter = BY_NAME.get(name)
+    if adapter is None:
+        raise TypeError(f"cache {name!r} cannot be rebuilt: this transformers has no such class, or it is not registered")
+    return adapter
+
+
+# --------------------------------------------------------------------------------------------------
+# describe / flatten
+
+
+def describe(cache: Any, what: str = "cache") -> AnyCacheInfo:
     """The type-info node of a supported cache; ``TypeError`` naming ``what`` for any other cache."""
-    cu = sys.modules[_MODULE]
-    if type(cache) is cu.EncoderDecoderCache:
-        return EncoderDecoderCacheInfo(
-            _describe_dynamic(cache.self_attention_cache, cu, f"{what}.self_attention_cache"),
-            _describe_dynamic(cache.cross_attention_cache, cu, f"{what}.cross_attention_cache"),
-        )
-    return _describe_dynamic(cache, cu, what)
+    _loaded()
+    adapter = SUPPORTED.get(type(cache))
+    if adapter is None:
+        _unsupported(cache, what)
+    return adapter.describe(cache, what)  # type: ignore[union-attr]
 
 
-def flatten(cache: Any) -> list[Any]:
-    """``[k0, v0, k1, v1, ...]`` of a supported cache (self-attention first for encoder-decoder)."""
+def flatten(cache: Any, info: Optional[AnyCacheInfo] = None) -> list[Any]:
+    """The items of a supported cache, in the order of its type-info string."""
+    if info is None:
+        info = describe(cache)
     out: list[Any] = []
-    parts = (cache.self_attention_cache, cache.cross_attention_cache) if hasattr(cache, "self_attention_cache") else (cache,)
-    for part in parts:
-        for layer in part.layers:
-            if layer.is_initialized:
-                out.append(layer.keys)
-                out.append(layer.values)
+    SUPPORTED[type(cache)].flatten(cache, info, out)
     return out
 
 
 def flatten_into(cache: Any, out: list[Any]) -> bool:
     """Append :func:`flatten` of ``cache`` to ``out`` if it is a supported cache, and say whether it was.
 
-    For anything else (another cache or layer class, an offloading cache, not a cache at all) ``out`` is
-    left as it was and the answer is ``False``; :func:`describe` then says why. This is the check of
-    :func:`describe` and the flattening in one pass, without type-info nodes: ``serialize_args`` runs
-    it on every forward call.
+    For anything else (another cache or layer class, a layer holding unknown state) ``out`` is left as
+    it was and the answer is ``False``; :func:`describe` then says why. This is :func:`describe` and the
+    flattening in one pass, without type-info nodes, and inline for the common layers (Note [fast layers]):
+    ``serialize_args`` runs it on every forward call.
     """
-    cls = type(cache)
-    if cls is _DynamicCache:
-        parts: tuple[Any, ...] = (cache,)
-    elif cls is _EncoderDecoderCache:
-        parts = (cache.self_attention_cache, cache.cross_attention_cache)
-    else:
+    adapter = SUPPORTED.get(type(cache))
+    if adapter is None:
         return False
     start = len(out)
-    append = out.append
-    dynamic_layer, sliding_layer = _DynamicLayer, _SlidingLayer
-    for part in parts:
-        if type(part) is not _DynamicCache or getattr(part, "offloading", False):
-            del out[start:]
-            return False
-        for layer in part.layers:
+    state = cache.__dict__
+    if (
+        type(adapter) is CacheAdapter
+        and len(state) == 3 + len(adapter.leading)  # an offloading cache has 5 attributes: the general route
+        and state["offloading"] is False
+        and (state["layer_class_to_replicate"] is None or state["layer_class_to_replicate"] is _DynamicLayer)
+        and adapter.leading_counts_only
+    ):
+        count_item = L.count_item
+        for name in adapter.leading:
+            out.append(count_item(state[name]))
+        append = out.append
+        dynamic, sliding, static = _DynamicLayer, _SlidingLayer, _StaticLayer
+        for layer in state["layers"]:
             kind = type(layer)
-            if kind is not dynamic_layer and kind is not sliding_layer:  # faster than a frozenset look-up
-                del out[start:]
-                return False
-            if layer.is_initialized:
-                append(layer.keys)
-                append(layer.values)
+            d = layer.__dict__
+            if kind is dynamic and len(d) == 4 and d["is_initialized"] is True:
+                append(d["keys"])
+                append(d["values"])
+            elif kind is sliding and len(d) == 8 and d["is_initialized"] is True:
+                append(d["keys"])
+                append(d["values"])
+                append(count_item(d["cumulative_length"]))
+            elif kind is static and len(d) == 10 and d["is_initialized"] is True:
+                append(d["keys"])
+                append(d["values"])
+                append(d["cumulative_length"])
+            else:
+                layer_adapter = LAYERS.get(kind)
+                try:
+                    if layer_adapter is None:
+                        raise TypeError
+                    layer_adapter.flatten(layer, layer_adapter.describe(layer, "layer"), out)
+                except (TypeError, ValueError):
+                    del out[start:]
+                    return False
+        return True
+    try:
+        adapter.flatten(cache, adapter.describe(cache, "cache"), out)
+    except (TypeError, ValueError):
+        del out[start:]
+        return False
     return True
 
 
@@ -182,77 +410,62 @@ def flatten_supported(cache: Any) -> list[Any] | None:
     return out if flatten_into(cache, out) else None
 
 
-# A DynamicCacheInfo as the builders walk it: (count, sliding_window, populated) per run.
-_Runs = tuple[tuple[int, Optional[int], bool], ...]
+# --------------------------------------------------------------------------------------------------
+# rebuild
 
 
-def _runs(info: DynamicCacheInfo) -> _Runs:
-    return tuple((run.count, run.layer.sliding_window, run.layer.populated) for run in info.runs)
-
-
-def _fill(runs: _Runs, pairs: Iterator[tuple[Any, Any]], check: bool, layers: list[Any]) -> bool:
-    """Append to ``layers`` the layers ``runs`` describe, taking (key, value) from ``pairs``.
-
-    Each layer is left the way its own ``update()`` would leave it after one call with these states, but
-    without torch.cat, so that the very same tensor objects end up in the cache. With ``check``, answer
-    ``False`` as soon as a key or value is not exactly a ``torch.Tensor`` of rank >= 2 (the caller then
-    takes the general route, which accepts tensor subclasses and names the offending item).
-    """
-    tensor, dynamic_layer, direct, new = _Tensor, _DynamicLayer, _direct, _new
-    append = layers.append
-    for count, window, populated in runs:
-        if not populated:
-            for _ in range(count):
-                append(dynamic_layer() if window is None else _SlidingLayer(sliding_window=window))
-        elif window is None:
-            for keys, values in islice(pairs, count):
-                if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
-                    return False
-                layer = new(dynamic_layer) if direct else dynamic_layer()
-                layer.keys = keys
-                layer.values = values
-                layer.is_initialized = True
-                layer.device = keys.device
-                append(layer)
-        else:
-            for keys, values in islice(pairs, count):
-                if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
-                    return False
-                layer = _SlidingLayer(sliding_window=window)
-                device = keys.device
-                layer.device = device
-                layer.keys = keys
-                layer.values = values
-                layer.is_initialized = True
-                layer._sliding_window_tensor = layer._sliding_window_tensor.to(device)
-                layer.cumulative_length = keys.shape[-2]
-                append(layer)
-    return True
-
-
-def _dynamic_cache(layers: list[Any]) -> Any:
-    if _direct:
-        cache = _new(_DynamicCache)
-        cache.layers = layers
-        cache.layer_class_to_replicate = _DynamicLayer
-        cache.offloading = False
-        return cache
-    cache = _DynamicCache()
-    cache.layers = layers
+def rebuild(info: AnyCacheInfo, items: Sequence[Any], what: str = "cache") -> Any:
+    """A new cache of the kind ``info`` describes holding ``items`` (exactly ``info.n_items``, counted by the
+    caller). Every item is checked; ``TypeError``/``ValueError`` name ``what``, the layer and the item."""
+    _loaded()
+    name = "EncoderDecoderCache" if isinstance(info, EncoderDecoderCacheInfo) else info.name
+    it = iter(items)
+    cache = _cache_adapter(name).build(info, it, what)
+    if next(it, _END) is not _END:  # the adapters consume exactly LayerInfo.item_names(): a bug if not
+        raise AssertionError(f"{what}: {info} left items unread")
     return cache
 
 
-def _plain_builder() -> Callable[[Sequence[Any], bool], Any]:
-    # The usual decoder cache: populated DynamicLayers only, built as _fill and _dynamic_cache would, inlined
-    # (this is the whole per-layer cost of deserialize_args on a decode step).
-    tensor, dynamic_layer, dynamic_cache, new = _Tensor, _DynamicLayer, _DynamicCache, _new
+_END = object()
 
-    def build_plain(tensors: Sequence[Any], check: bool) -> Any:
-        it = iter(tensors)
+
+def builder(info: AnyCacheInfo) -> Callable[[Sequence[Any]], Any]:
+    """A function ``build(items)`` making new caches of the kind ``info`` describes, or ``None``.
+
+    ``items`` must hold exactly ``info.n_items`` items. ``None`` is the answer whenever an item is not
+    exactly what the common case holds (Note [fast layers]); the caller then calls :func:`rebuild`, which
+    accepts tensor subclasses and names what is wrong. Compile once per ``info``.
+    """
+    _loaded()
+    if isinstance(info, CacheInfo) and info.name == "DynamicCache" and all(
+        run.layer.kind == "D" and run.layer.populated for run in info.runs
+    ):
+        return _plain_builder(info)
+
+    def build_general(items: Sequence[Any]) -> Any:
+        for item in items:
+            if type(item) is not _Tensor:
+                return None
+        try:
+            return rebuild(info, items)
+        except (TypeError, ValueError):
+            return None
+
+    return build_general
+
+
+def _plain_builder(info: CacheInfo) -> Callable[[Sequence[Any]], Any]:
+    # The usual decoder cache: populated DynamicLayers only, built as DynamicAdapter.build would, inlined
+    # (this is the whole per-layer cost of deserialize_args on a decode step).
+    tensor, dynamic_layer, dynamic_cache, new = _Tensor, _DynamicLayer, BY_NAME["DynamicCache"].cls, _new
+    replicate = None if info.option("n") else dynamic_layer
+
+    def build_plain(items: Sequence[Any]) -> Any:
+        it = iter(items)
         layers: list[Any] = []
         append = layers.append
         for keys, values in zip(it, it):
-            if check and (type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2):
+            if type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
                 return None
             layer = new(dynamic_layer)
             layer.keys = keys
@@ -262,69 +475,87 @@ def _plain_builder() -> Callable[[Sequence[Any], bool], Any]:
             append(layer)
         cache = new(dynamic_cache)
         cache.layers = layers
-        cache.layer_class_to_replicate = dynamic_layer
+        cache.layer_class_to_replicate = replicate
         cache.offloading = False
         return cache
 
     return build_plain
 
 
-def builder(info: DynamicCacheInfo | EncoderDecoderCacheInfo) -> Callable[[Sequence[Any], bool], Any]:
-    """A function ``build(tensors, check)`` making new caches of the kind ``info`` describes.
-
-    ``tensors`` must hold exactly ``info.n_items`` items. With ``check=True`` the function answers
-    ``None`` unless every item is exactly a ``torch.Tensor`` of rank >= 2 (checked before anything is
-    returned); with ``check=False`` the caller has checked them. Compile once per ``info``: the function
-    holds the layer layout, so a call does no work on the type-info node.
-    """
-    _loaded()
-    if isinstance(info, EncoderDecoderCacheInfo):
-        self_runs, cross_runs = _runs(info.self_attention), _runs(info.cross_attention)
-        encoder_decoder = _EncoderDecoderCache
-
-        def build_encoder_decoder(tensors: Sequence[Any], check: bool) -> Any:
-            it = iter(tensors)
-            pairs = zip(it, it)
-            self_layers: list[Any] = []
-            cross_layers: list[Any] = []
-            if not (_fill(self_runs, pairs, check, self_layers) and _fill(cross_runs, pairs, check, cross_layers)):
-                return None
-            return encoder_decoder(_dynamic_cache(self_layers), _dynamic_cache(cross_layers))
-
-        return build_encoder_decoder
-    runs = _runs(info)
-    if _direct and len(runs) == 1 and runs[0][1] is None and runs[0][2]:
-        return _plain_builder()
-
-    def build_dynamic(tensors: Sequence[Any], check: bool) -> Any:
-        it = iter(tensors)
-        layers: list[Any] = []
-        if not _fill(runs, zip(it, it), check, layers):
-            return None
-        return _dynamic_cache(layers)
-
-    return build_dynamic
+# --------------------------------------------------------------------------------------------------
+# copies and write-back
 
 
-def rebuild(info: DynamicCacheInfo | EncoderDecoderCacheInfo, tensors: Sequence[Any]) -> Any:
-    """A new cache of the kind ``info`` describes holding ``tensors`` (exactly ``info.n_items``, checked by the caller)."""
-    return builder(info)(tensors, False)
-
-
-def copy_cache(cache: Any, clone: Any) -> Any:
-    """A copy of a supported cache: same layer kinds and windows, every tensor passed through ``clone``."""
+def copy_cache(cache: Any, clone: Callable[[Any], Any]) -> Any:
+    """A copy of a supported cache: same classes, kinds and state, every item passed through ``clone``."""
     info = describe(cache)
-    copied = rebuild(info, [clone(t) for t in flatten(cache)])
-    # cumulative_length of a sliding layer may exceed its stored states; keep the original's count.
-    pairs = []
-    if isinstance(info, EncoderDecoderCacheInfo):
-        pairs = list(zip(cache.self_attention_cache.layers, copied.self_attention_cache.layers)) + list(
-            zip(cache.cross_attention_cache.layers, copied.cross_attention_cache.layers)
-        )
-        copied.is_updated = dict(cache.is_updated)
-    else:
-        pairs = list(zip(cache.layers, copied.layers))
-    for old, new in pairs:
-        if hasattr(old, "cumulative_length"):
-            new.cumulative_length = old.cumulative_length
-    return copied
+    return rebuild(info, [clone(x) for x in flatten(cache, info)])
+
+
+def write_back(dst: Any, src: Any) -> None:
+    """Make ``dst`` hold the state of ``src`` (a cache of the same class), in place.
+
+    ``dst`` keeps its identity, and so does each of its layers whose class matches ``src``'s at the same
+    index (their attributes are replaced by ``src``'s, tensors rebound, not copied); other layers are
+    replaced, missing ones appended, extra ones removed. This is how the updates a submodule makes to a
+    cache it received reach the caller's cache after a custom operator returned the new state.
+    """
+    if type(dst) is not type(src):
+        raise TypeError(f"write_back: cannot write a {type(src).__qualname__} into a {type(dst).__qualname__}")
+    if hasattr(src, "self_attention_cache"):
+        write_back(dst.self_attention_cache, src.self_attention_cache)
+        write_back(dst.cross_attention_cache, src.cross_attention_cache)
+        dst.is_updated = dict(src.is_updated)
+        return
+    layers = dst.layers
+    for i, layer in enumerate(src.layers):
+        if i < len(layers) and type(layers[i]) is type(layer):
+            target = layers[i].__dict__
+            target.clear()
+            target.update(layer.__dict__)
+        elif i < len(layers):
+            layers[i] = layer
+        else:
+            layers.append(layer)
+    del layers[len(src.layers) :]
+    for name, value in src.__dict__.items():
+        if name != "layers":
+            setattr(dst, name, value)
+    for name in list(dst.__dict__):
+        if name not in src.__dict__:
+            delattr(dst, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# registration (the public functions are in caches.py)
+
+
+def register_layer(code: str, cls: type, extra: tuple[str, ...], like: str, counts: frozenset[str]) -> None:
+    _PENDING_LAYERS.append((code, cls, extra, like, counts))
+    if _bound is not None:
+        adapter = L.make_adapter(code, cls, extra, like, counts)
+        BUILDERS[code] = adapter
+        LAYERS[cls] = adapter
+
+
+def register_cache(kind: CacheKind, cls: type, extra: tuple[str, ...], counts: frozenset[str]) -> None:
+    _PENDING_CACHES.append((kind, cls, extra, counts))
+    if _bound is not None:
+        adapter = CacheAdapter(kind, cls, extra, counts)
+        SUPPORTED[cls] = adapter
+        BY_NAME[kind.name] = adapter
+
+
+__all__ = [
+    "LayerInfo",
+    "builder",
+    "cache_module",
+    "copy_cache",
+    "describe",
+    "flatten",
+    "flatten_into",
+    "flatten_supported",
+    "is_cache",
+    "rebuild",
+    "write_back",
+]

@@ -28,16 +28,17 @@ _DISPLAY = {
     "FLOAT": "'float'",
     "LIST_PREFIX": "'list__'",
     "DICT_PREFIX": "'dict__'",
-    "DYNAMIC_CACHE": "'DynamicCache'",
+    "CACHE_NAME": "a cache name such as 'DynamicCache'",
     "ENCODER_DECODER_CACHE": "'EncoderDecoderCache'",
     "USCORE": "'_'",
     "DUNDER": "'__'",
-    "FULL": "'D'",
-    "FULL_EMPTY": "'d'",
-    "SLIDING": "'W'",
-    "SLIDING_EMPTY": "'w'",
+    "OPTIONS": "'O'",
+    "LAYER_KIND": "a layer kind",
+    "STATE": "'s'",
+    "PARAM": "a parameter",
     "ZERO": "'0'",
     "COUNT": "a positive integer",
+    "NUMBER": "a number",
     "KEY": "a dict key",
     "TREESPEC_NAME": "a TreeSpec name",
     "WITH_CACHES": "'WithCaches'",
@@ -100,49 +101,78 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
             seen.add(str(tok))
         return ti.TensorDictInfo(tuple(str(tok) for tok in keys))
 
-    # layers ------------------------------------------------------------------------------------
+    # caches ------------------------------------------------------------------------------------
 
-    def full(self, _tok: Token) -> ti.CacheLayer:
-        return ti.CacheLayer(None, True)
+    def param(self, letter: Token, *number: Token) -> tuple[str, int | None, int]:
+        return str(letter), (int(number[0]) if number else None), letter.start_pos or 0
 
-    def full_empty(self, _tok: Token) -> ti.CacheLayer:
-        return ti.CacheLayer(None, False)
-
-    def sliding(self, _tok: Token, window: Token) -> ti.CacheLayer:
-        return ti.CacheLayer(int(window), True)
-
-    def sliding_empty(self, _tok: Token, window: Token) -> ti.CacheLayer:
-        return ti.CacheLayer(int(window), False)
+    def options(self, _tok: Token, *params: tuple[str, int | None, int]) -> list[tuple[str, int | None, int]]:
+        return list(params)
 
     @v_args(inline=False, meta=True)
-    def group(self, meta: Any, items: list[Any]) -> tuple[Token | None, ti.CacheLayer, int]:
-        if len(items) == 2:
-            return items[0], items[1], meta.start_pos
-        return None, items[0], meta.start_pos
+    def state(self, meta: Any, items: list[Any]) -> ti.LinearState:
+        params = [item for item in items if not isinstance(item, Token)]
+        try:
+            return ti.LinearState._of_params(ti._normalise_params(
+                [(letter, value) for letter, value, _ in params], ti.STATE_PARAMS, "a recurrent state 's'"
+            ))
+        except ValueError as err:
+            raise _SemanticError(str(err), meta.start_pos) from None
 
-    def no_layers(self, _tok: Token) -> ti.DynamicCacheInfo:
-        return ti.DynamicCacheInfo(())
+    @v_args(inline=False, meta=True)
+    def group(self, meta: Any, items: list[Any]) -> tuple[int, ti.LayerInfo, int]:
+        count = 1
+        number: int | None = None
+        kind: Token | None = None
+        params: list[tuple[str, int | None]] = []
+        states: list[ti.LinearState] = []
+        for item in items:
+            if isinstance(item, Token):
+                if item.type == "COUNT":
+                    count = int(item)
+                elif item.type == "LAYER_KIND":
+                    kind = item
+                else:  # NUMBER
+                    number = int(item)
+            elif isinstance(item, ti.LinearState):
+                states.append(item)
+            else:
+                params.append(item[:2])
+        assert kind is not None  # the grammar requires it
+        code = str(kind)
+        try:
+            layer = ti.LayerInfo(code.upper(), code.isupper(), number, tuple(params), tuple(states))
+        except ValueError as err:
+            raise _SemanticError(str(err), kind.start_pos or 0) from None
+        return count, layer, meta.start_pos
 
-    def layers(self, *items: Any) -> ti.DynamicCacheInfo:
+    def no_layers(self, _tok: Token) -> list[Any]:
+        return []
+
+    def layers(self, *items: Any) -> list[Any]:
+        return [item for item in items if not isinstance(item, Token)]  # drop the "_" between groups
+
+    @v_args(inline=False)
+    def layer_list(self, items: list[Any]) -> tuple[list[Any], tuple[ti.LayerRun, ...]]:
+        options: list[Any] = []
+        if len(items) > 1:  # options, "_", layers
+            options = items[0]
         total = 0
         runs: list[ti.LayerRun] = []
-        for item in items:
-            if isinstance(item, Token):  # the "_" between groups
-                continue
-            count, layer, start = item
-            n = 1 if count is None else int(count)
-            total += n
+        for count, layer, start in items[-1]:
+            total += count
             _layers_limit(total, start)
             if runs and runs[-1].layer == layer:  # a non-canonical "D_D" is read as "2D"
-                runs[-1] = ti.LayerRun(runs[-1].count + n, layer)
+                runs[-1] = ti.LayerRun(runs[-1].count + count, layer)
             else:
-                runs.append(ti.LayerRun(n, layer))
-        return ti.DynamicCacheInfo(tuple(runs))
+                runs.append(ti.LayerRun(count, layer))
+        return options, tuple(runs)
 
-    def dynamic_cache(self, _name: Token, _sep: Token, cache: ti.DynamicCacheInfo) -> ti.TypeInfo:
-        return cache
+    def cache(self, name: Token, _sep: Token, body: tuple[list[Any], tuple[ti.LayerRun, ...]]) -> ti.TypeInfo:
+        return _cache_info(name, body)
 
-    def legacy_cache(self, _name: Token, _sep: Token, count: Token) -> ti.TypeInfo:
+    def legacy_cache(self, name: Token, _sep: Token, count: Token) -> ti.TypeInfo:
+        _legacy_name(name, f"{name}__{count}")
         n = int(count)
         if n % 2:
             raise _SemanticError(
@@ -151,24 +181,21 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
                 count.start_pos or 0,
             )
         _layers_limit(n // 2, count.start_pos or 0)
-        return ti.DynamicCacheInfo((ti.LayerRun(n // 2, ti.CacheLayer(None, True)),) if n else ())
+        return ti.CacheInfo("DynamicCache", (ti.LayerRun(n // 2, ti.LayerInfo()),) if n else ())
 
-    def legacy_blocked_cache(self, _name: Token, _sep: Token, keys: Token, _sep2: Token, values: Token) -> ti.TypeInfo:
+    def legacy_blocked_cache(self, name: Token, _sep: Token, keys: Token, _sep2: Token, values: Token) -> ti.TypeInfo:
+        _legacy_name(name, f"{name}__{keys}_{values}")
         raise _SemanticError(
             f"DynamicCache__{keys}_{values} is the older spelling with all keys first, then all values; "
             "it is not read, write the cache's type-info again with type_as_str_with_info",
             0,
         )
 
-    def encoder_decoder_cache(
-        self,
-        _name: Token,
-        _sep: Token,
-        self_cache: ti.DynamicCacheInfo,
-        _sep2: Token,
-        cross_cache: ti.DynamicCacheInfo,
-    ) -> ti.TypeInfo:
-        return ti.EncoderDecoderCacheInfo(self_cache, cross_cache)
+    def pair_of_layers(self, name: Token, _sep: Token, first: Any, _sep2: Token, second: Any) -> ti.TypeInfo:
+        return _pair(_cache_info(name, first, "DynamicCache"), _cache_info(name, second, "DynamicCache"), name)
+
+    def pair_of_caches(self, name: Token, _sep: Token, first: ti.CacheInfo, _sep2: Token, second: ti.CacheInfo) -> ti.TypeInfo:
+        return _pair(first, second, name)
 
     def cache_leaf(self, index: Token, _sep: Token, cache: ti.TypeInfo) -> tuple[Token, ti.TypeInfo]:
         return index, cache
@@ -197,6 +224,24 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
 
     def treespec(self, tok: Token) -> ti.TypeInfo:
         return _treespec_info(tok)
+
+
+def _cache_info(name: Token, body: tuple[list[Any], tuple[ti.LayerRun, ...]], as_name: str | None = None) -> ti.CacheInfo:
+    options, runs = body
+    try:
+        return ti.CacheInfo(as_name or str(name), runs, tuple((letter, value) for letter, value, _ in options))
+    except ValueError as err:
+        pos = options[0][2] if options and "options" in str(err) else (name.start_pos or 0)
+        raise _SemanticError(str(err), pos) from None
+
+
+def _legacy_name(name: Token, text: str) -> None:
+    if str(name) != "DynamicCache":
+        raise _SemanticError(f"{text}: only DynamicCache has this legacy spelling; write {name}_<layers>", name.start_pos or 0)
+
+
+def _pair(first: ti.CacheInfo, second: ti.CacheInfo, name: Token) -> ti.EncoderDecoderCacheInfo:
+    return ti.EncoderDecoderCacheInfo(first, second)
 
 
 def _treespec_info(tok: Token) -> ti.TreeSpecInfo:

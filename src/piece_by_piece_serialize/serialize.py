@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from . import _caches
 from .type_info import (
+    AnyCacheInfo,
+    CacheInfo,
     CacheLeaf,
-    DynamicCacheInfo,
     EncoderDecoderCacheInfo,
     NoneInfo,
     ScalarInfo,
@@ -162,14 +163,15 @@ def _scalar_name(obj: Any) -> str:
 
 def _flatten_tree(obj: Any) -> Tuple[List[Any], Any, List[int]]:
     """pytree leaves, spec, and the indices of the leaves that are transformers caches."""
-    leaves, spec = _tree_flatten(obj)
     cu = _caches.cache_module()
-    caches: List[int] = []
-    if cu is not None:  # a cache can only exist if transformers is already imported
-        cache_type = cu.Cache
-        for i, leaf in enumerate(leaves):
-            if isinstance(leaf, cache_type):
-                caches.append(i)
+    if cu is None:  # a cache can only exist if transformers is already imported
+        leaves, spec = _tree_flatten(obj)
+        return leaves, spec, []
+    # A cache is a leaf even when its class is registered with pytree (transformers' export helpers do
+    # that): this library rebuilds it itself, with all its state and without copies.
+    is_cache = _caches.is_cache
+    leaves, spec = _tree_flatten(obj, is_leaf=is_cache)
+    caches = [i for i, leaf in enumerate(leaves) if is_cache(leaf)]
     return leaves, spec, caches
 
 
@@ -179,8 +181,8 @@ def _expand_caches(leaves: List[Any], caches: List[int], what: str) -> List[Any]
     start = 0
     for i in caches:
         out.extend(leaves[start:i])
-        _caches.describe(leaves[i], f"{what}, pytree leaf {i}")
-        out.extend(_caches.flatten(leaves[i]))
+        info = _caches.describe(leaves[i], f"{what}, pytree leaf {i}")
+        out.extend(_caches.flatten(leaves[i], info))
         start = i + 1
     out.extend(leaves[start:])
     return out
@@ -213,12 +215,12 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
             if not isinstance(value, _Tensor) or not _compact_key(key):
                 break
         else:
-            return [obj[key] for key in sorted(obj)]
+            return list(obj.values())
     kind = _kind(obj)
     if kind == _K_SCALAR:
         return obj
     if kind == _K_DICT:  # pragma: no cover - handled above
-        return [obj[key] for key in sorted(obj)]
+        return list(obj.values())
     if kind == _K_CACHE:
         flat = _caches.flatten_supported(obj)
         if flat is None:  # describe() raises the TypeError that names the argument and the class
@@ -259,7 +261,7 @@ def type_as_str_with_info(obj: Any) -> str:
     if kind == _K_LIST:
         return f"list__{len(obj)}"
     if kind == _K_DICT:
-        return str(TensorDictInfo(tuple(sorted(obj))))
+        return str(TensorDictInfo(tuple(obj)))
     if kind == _K_CACHE:
         return str(_caches.describe(obj, "value"))
     from .treespec_name import tree_spec_as_name
@@ -495,14 +497,14 @@ def _tree_step(n: int, spec: Any) -> _Step:
     return step
 
 
-def _cache_step(info: Union[DynamicCacheInfo, EncoderDecoderCacheInfo]) -> _Step:
+def _cache_step(info: AnyCacheInfo) -> _Step:
     n = info.n_items
     build = _caches.builder(info)
 
     def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
-            cache = build(res[pos:end], True)  # None unless every item is a torch.Tensor of rank >= 2
+            cache = build(res[pos:end])  # None unless every item is what the common case holds
             if cache is not None:
                 des.append(cache)
                 return end
@@ -527,7 +529,7 @@ def _compile_step(info: TypeInfo) -> _Step:
         return _tensor_dict_step(info.keys)  # type: ignore[attr-defined]
     if cls is TreeSpecInfo:
         return _tree_step(info.n_leaves, info.spec)  # type: ignore[attr-defined]
-    if cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
+    if cls is CacheInfo or cls is EncoderDecoderCacheInfo:
         return _cache_step(info)  # type: ignore[arg-type]
     return _general_step
 
@@ -616,10 +618,10 @@ def _deserialize_into(
                 if not isinstance(item, _Tensor):
                     _check_tensors(items, f"{label}[{i}]", info)
             des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))
-        elif cls is DynamicCacheInfo or cls is EncoderDecoderCacheInfo:
+        elif cls is CacheInfo or cls is EncoderDecoderCacheInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
-            _check_cache_tensors(items, f"{label}[{i}]", info)
-            des.append(_caches.rebuild(info, [t.clone() for t in items] if clone else items))
+            _check_leaves(items, f"{label}[{i}]", info)
+            des.append(_caches.rebuild(info, [_clone_leaf(x) for x in items] if clone else items, f"{label}[{i}]={str(info)!r}:"))
         else:  # pragma: no cover - every node of type_info.py is handled above
             raise TypeError(f"{label}[{i}]: unhandled type-info node {cls.__name__}")
     return pos
@@ -635,8 +637,8 @@ def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: boo
         leaves.extend([_clone_leaf(x) for x in plain] if clone else plain)
         pos += n
         tensors = items[pos : pos + leaf.cache.n_items]
-        _check_cache_tensors(tensors, where, leaf.cache)
-        leaves.append(_caches.rebuild(leaf.cache, [t.clone() for t in tensors] if clone else tensors))
+        rebuilt = _caches.rebuild(leaf.cache, [_clone_leaf(x) for x in tensors] if clone else tensors, f"{where}, cache leaf {leaf.index}:")
+        leaves.append(rebuilt)
         pos += leaf.cache.n_items
         start = leaf.index + 1
     rest = items[pos:]
@@ -648,18 +650,6 @@ def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
     for item in items:
         if not isinstance(item, _Tensor):
             raise TypeError(f"{where}={str(info)!r} expects tensors only, got a {type(item).__name__}")
-
-
-def _check_cache_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
-    # transformers reads the sequence length of a layer as keys.shape[-2]: a key or value tensor of rank
-    # below 2 would fail later, inside transformers, with an IndexError that names nothing.
-    _check_tensors(items, where, info)
-    for k, item in enumerate(items):
-        if item.dim() < 2:
-            raise ValueError(
-                f"{where}={str(info)!r}: cache tensor {k} has shape {tuple(item.shape)}; the key and value "
-                "tensors of a cache layer need rank >= 2 (..., seq_len, head_dim)"
-            )
 
 
 # Leaves of a TreeSpec name are what pytree leaves become after serialize_args: tensors, scalars, None (or
@@ -884,10 +874,8 @@ def _copy(obj: Any) -> Any:
             return cls(*(_copy(x) for x in obj))
         if hasattr(cls, "n_sequence_fields") or cls is _Size:
             return cls([_copy(x) for x in obj])  # torch.return_types.* (structseq) and torch.Size
-    if _caches.is_cache(obj):
-        cu = _caches.cache_module()
-        if type(obj) in (cu.DynamicCache, cu.EncoderDecoderCache):
-            return _caches.copy_cache(obj, _copy)
+    if _caches.is_cache(obj) and type(obj) in _caches.SUPPORTED:
+        return _caches.copy_cache(obj, _copy)
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(obj, numpy.ndarray):
         return obj.copy()

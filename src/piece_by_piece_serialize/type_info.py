@@ -20,16 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional, Union
 
+from ._cache_kinds import CACHE_OPTIONS, STATE_PARAMS, LayerKind, Param, cache_kind, cache_kinds, layer_kind, layer_kinds
 from .errors import TreeSpecNameError
 
 __all__ = [
-    "CacheLayer",
+    "AnyCacheInfo",
+    "CacheInfo",
     "CacheLeaf",
-    "DynamicCacheInfo",
     "EncoderDecoderCacheInfo",
+    "LayerInfo",
     "LayerRun",
+    "LinearState",
     "MAX_CACHE_LAYERS",
     "MAX_TYPE_INFO_LENGTH",
     "NoneInfo",
@@ -157,45 +160,145 @@ class TensorDictInfo(TypeInfo):
         return f"dict__{len(self.keys)}_{'__'.join(self.keys)}"
 
 
+_ParamValues = tuple[tuple[str, Optional[int]], ...]
+
+
+def _normalise_params(params: Iterable[tuple[str, int | None]], allowed: tuple[Param, ...], what: str) -> _ParamValues:
+    """``params`` in the order of ``allowed``, each checked against its spec (flag, or letter + number)."""
+    given: dict[str, int | None] = {}
+    for letter, value in params:
+        spec = next((p for p in allowed if p.letter == letter), None)
+        if spec is None:
+            known = ", ".join(f"'{p.letter}' ({p.meaning})" for p in allowed) or "none"
+            raise ValueError(f"{what} takes no parameter {letter!r}; it takes {known}")
+        if letter in given:
+            raise ValueError(f"{what}: parameter {letter!r} is given twice")
+        if spec.number and (type(value) is not int or value < 1):
+            raise ValueError(f"{what}: parameter {letter!r} needs a positive number ({spec.meaning}), e.g. {letter}4")
+        if not spec.number and value is not None:
+            raise ValueError(f"{what}: parameter {letter!r} is a flag and takes no number, got {letter}{value}")
+        given[letter] = value
+    return tuple((p.letter, given[p.letter]) for p in allowed if p.letter in given)
+
+
+def _params_str(params: _ParamValues) -> str:
+    return "".join(letter if value is None else f"{letter}{value}" for letter, value in params)
+
+
 @dataclass(frozen=True, slots=True)
-class CacheLayer:
-    """One layer of a transformers ``DynamicCache``.
+class LinearState:
+    """One recurrent state of a linear-attention layer (``s`` group): which tensors it holds, and whether
+    it has seen a previous step (``has_previous_state``)."""
 
-    ``sliding_window`` is ``None`` for a ``DynamicLayer`` and the window for a
-    ``DynamicSlidingWindowLayer``; ``populated`` says whether the layer holds its key and value
-    tensors (a layer created from a config holds none until its first update).
-    """
-
-    sliding_window: int | None = None
-    populated: bool = True
+    conv_kernel: int | None = None  # holds conv_states[i], with this conv_kernel_size
+    recurrent: bool = False  # holds recurrent_states[i]
+    previous: bool = False
 
     def __post_init__(self) -> None:
-        if self.sliding_window is not None and (type(self.sliding_window) is not int or self.sliding_window < 1):
-            raise ValueError(f"CacheLayer.sliding_window must be a positive int or None, got {self.sliding_window!r}")
+        if self.conv_kernel is not None and (type(self.conv_kernel) is not int or self.conv_kernel < 1):
+            raise ValueError(f"LinearState.conv_kernel must be a positive int or None, got {self.conv_kernel!r}")
+
+    @classmethod
+    def _of_params(cls, params: _ParamValues) -> LinearState:
+        values = dict(params)
+        return cls(values.get("c"), "h" in values, "p" in values)
+
+    def params(self) -> _ParamValues:
+        out: list[tuple[str, int | None]] = []
+        if self.conv_kernel is not None:
+            out.append(("c", self.conv_kernel))
+        if self.recurrent:
+            out.append(("h", None))
+        if self.previous:
+            out.append(("p", None))
+        return tuple(out)
+
+    def __str__(self) -> str:
+        return "s" + _params_str(self.params())
+
+
+@dataclass(frozen=True, slots=True)
+class LayerInfo:
+    """One cache layer: its kind letter (see :func:`~._cache_kinds.layer_kinds`), whether it holds its
+    tensors, its number (a window or a maximum length), its parameters and its recurrent states.
+
+    Built from a spelling or from a layer by the cache adapters; the constructor checks every field
+    against the kind's table entry and normalises the order of the parameters, so ``==`` is the equality of
+    layers. ``n_items`` and :meth:`item_names` say what the layer consumes from the flat list.
+    """
+
+    kind: str = "D"
+    populated: bool = True
+    number: int | None = None
+    params: _ParamValues = ()
+    states: tuple[LinearState, ...] = ()
+    n_items: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        spec = layer_kind(self.kind)
+        if spec is None:
+            raise ValueError(f"unknown layer kind {self.kind!r}; the kinds are {_kind_list()}")
+        what = f"layer kind {self.kind!r} ({spec.class_name})"
+        if not self.populated and spec.empty_items is None:
+            raise ValueError(f"{what} has no empty spelling {self.kind.lower()!r}: it always holds its state")
+        if spec.number is None:
+            if self.number is not None:
+                raise ValueError(f"{what} takes no number, got {self.kind}{self.number}")
+        elif type(self.number) is not int or self.number < 1:
+            got = "none" if self.number is None else str(self.number)
+            raise ValueError(f"{what} needs its {spec.number}, a positive integer (e.g. {self.kind}4096), got {got}")
+        object.__setattr__(self, "params", _normalise_params(self.params, spec.params, what))
+        if self.states and not spec.states:
+            raise ValueError(f"{what} has no recurrent states ('s' groups)")
+        if spec.states and not self.states:
+            raise ValueError(f"{what} needs at least one recurrent state group 's', e.g. {self.kind}sc4hp")
+        object.__setattr__(self, "n_items", len(self.item_names()))
 
     @property
-    def n_items(self) -> int:
-        return 2 if self.populated else 0
+    def spec(self) -> LayerKind:
+        return layer_kind(self.kind)  # type: ignore[return-value]
 
     @property
     def class_name(self) -> str:
-        """The transformers class this layer is rebuilt as."""
-        return "DynamicLayer" if self.sliding_window is None else "DynamicSlidingWindowLayer"
+        """The class this layer is rebuilt as."""
+        return self.spec.class_name
+
+    def flag(self, letter: str) -> bool:
+        return any(p == letter for p, _ in self.params)
+
+    def item_names(self) -> tuple[str, ...]:
+        """The names of the items this layer consumes, in flat-list order."""
+        spec = self.spec
+        names = list(spec.items if self.populated else spec.empty_items or ())
+        for letter, full, empty in spec.flag_items:
+            if self.flag(letter):
+                names.extend(full if self.populated else empty)
+        for i, state in enumerate(self.states):
+            if state.conv_kernel is not None:
+                names.append(f"conv_states[{i}]")
+            if state.recurrent:
+                names.append(f"recurrent_states[{i}]")
+        names.extend(spec.extra)
+        return tuple(names)
 
     def code(self) -> str:
-        """The kind spelling of this layer inside a cache type-info string (``D``, ``w512``, ...)."""
-        letter = "D" if self.sliding_window is None else "W"
-        if not self.populated:
-            letter = letter.lower()
-        return letter if self.sliding_window is None else f"{letter}{self.sliding_window}"
+        """The spelling of this layer inside a cache type-info string (``D``, ``s512r``, ``Asc4hp``)."""
+        head = self.kind if self.populated else self.kind.lower()
+        number = "" if self.number is None else str(self.number)
+        return head + number + _params_str(self.params) + "".join(map(str, self.states))
+
+
+def _kind_list() -> str:
+    kinds = [k for k in layer_kinds() if not k.legacy]
+    return ", ".join(f"{k.code} ({k.class_name})" for k in kinds)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerRun:
-    """``count`` consecutive layers of the same kind: the unit of a cache spelling (``5W512``)."""
+    """``count`` consecutive layers of the same kind: the unit of a cache spelling (``5S512``)."""
 
     count: int
-    layer: CacheLayer
+    layer: LayerInfo
 
 
 def _runs_str(runs: tuple[LayerRun, ...]) -> str:
@@ -205,33 +308,45 @@ def _runs_str(runs: tuple[LayerRun, ...]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class DynamicCacheInfo(TypeInfo):
-    """``DynamicCache_<layers>``: a transformers ``DynamicCache``, tensors as ``k0, v0, k1, v1, ...``.
+class CacheInfo(TypeInfo):
+    """``<Name>_<options>_<layers>``: a transformers cache (or a registered one) and its layers in order.
 
-    The layers are stored run-length encoded (``runs``), in canonical form: every count is at least 1
-    and two neighbouring runs differ in kind. This keeps parsing, printing and counting proportional
-    to the length of the spelling (``DynamicCache_4096D`` is one run), and makes ``==`` the equality
-    of layer sequences. Build one from a layer sequence with :meth:`of_layers`.
+    ``name`` is the class as spelled (``DynamicCache``, ``StaticCache``, ...); ``options`` the parameters
+    of its options group (:data:`~._cache_kinds.CACHE_OPTIONS`); ``runs`` the layers, run-length encoded
+    in canonical form (every count at least 1, neighbouring runs of different layers), which keeps parsing,
+    printing and counting proportional to the length of the spelling (``DynamicCache_4096D`` is one run)
+    and makes ``==`` the equality of layer sequences. Build one from a layer sequence with :meth:`of_layers`.
     """
 
-    runs: tuple[LayerRun, ...]
+    name: str = "DynamicCache"
+    runs: tuple[LayerRun, ...] = ()
+    options: _ParamValues = ()
     #: How many items of the flat list the cache consumes; computed once here because deserialization reads
     #: it on every forward call.
     n_items: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        total = items = 0
+        spec = cache_kind(self.name)
+        if spec is None or spec.pair:
+            known = ", ".join(k.name for k in cache_kinds() if not k.pair)
+            raise ValueError(f"unknown cache class {self.name!r}; the caches are {known} (and EncoderDecoderCache)")
+        what = f"the options group 'O' of {self.name}"
+        object.__setattr__(self, "options", _normalise_params(self.options, CACHE_OPTIONS, what))
+        if self.option("p") and not self.option("o"):
+            raise ValueError(f"{what}: 'p' (only_non_sliding=True) needs 'o' (offloading=True)")
+        total = len(spec.leading_items)
+        layers = 0
         for i, run in enumerate(self.runs):
             if run.count < 1 or (i and self.runs[i - 1].layer == run.layer):
-                raise ValueError(f"DynamicCacheInfo.runs is not canonical: {self.runs!r}")
-            total += run.count
-            items += run.count * run.layer.n_items
-        if total > MAX_CACHE_LAYERS:
-            raise ValueError(f"a cache may describe at most MAX_CACHE_LAYERS={MAX_CACHE_LAYERS} layers, got {total}")
-        object.__setattr__(self, "n_items", items)
+                raise ValueError(f"CacheInfo.runs is not canonical: {self.runs!r}")
+            layers += run.count
+            total += run.count * run.layer.n_items
+        if layers > MAX_CACHE_LAYERS:
+            raise ValueError(f"a cache may describe at most MAX_CACHE_LAYERS={MAX_CACHE_LAYERS} layers, got {layers}")
+        object.__setattr__(self, "n_items", total)
 
     @classmethod
-    def of_layers(cls, layers: Iterable[CacheLayer]) -> DynamicCacheInfo:
+    def of_layers(cls, layers: Iterable[LayerInfo], name: str = "DynamicCache", options: _ParamValues = ()) -> CacheInfo:
         """The canonical node for a sequence of layers (equal neighbours merged into one run)."""
         runs: list[LayerRun] = []
         for layer in layers:
@@ -239,10 +354,18 @@ class DynamicCacheInfo(TypeInfo):
                 runs[-1] = LayerRun(runs[-1].count + 1, layer)
             else:
                 runs.append(LayerRun(1, layer))
-        return cls(tuple(runs))
+        return cls(name, tuple(runs), options)
+
+    def option(self, letter: str) -> bool:
+        return any(p == letter for p, _ in self.options)
 
     @property
-    def layers(self) -> tuple[CacheLayer, ...]:
+    def leading_items(self) -> tuple[str, ...]:
+        """Items of the cache itself, before the layers' items (``DFlashCache``'s accepted-token count)."""
+        return cache_kind(self.name).leading_items  # type: ignore[union-attr]
+
+    @property
+    def layers(self) -> tuple[LayerInfo, ...]:
         """The layers in order, one entry per layer."""
         return tuple(layer for run in self.runs for layer in (run.layer,) * run.count)
 
@@ -250,26 +373,38 @@ class DynamicCacheInfo(TypeInfo):
     def n_layers(self) -> int:
         return sum(run.count for run in self.runs)
 
+    def body(self) -> str:
+        """The spelling after ``<Name>_``: options group, then layers."""
+        options = f"O{_params_str(self.options)}_" if self.options else ""
+        return options + _runs_str(self.runs)
+
     def __str__(self) -> str:
-        return f"DynamicCache_{_runs_str(self.runs)}"
+        return f"{self.name}_{self.body()}"
 
 
 @dataclass(frozen=True, slots=True)
 class EncoderDecoderCacheInfo(TypeInfo):
-    """``EncoderDecoderCache_<layers>__<layers>``: self-attention cache tensors, then cross-attention ones."""
+    """An ``EncoderDecoderCache``: self-attention cache items, then cross-attention ones.
 
-    self_attention: DynamicCacheInfo
-    cross_attention: DynamicCacheInfo
-    n_items: int = field(init=False, repr=False, compare=False)  # see DynamicCacheInfo.n_items
+    Spelled ``EncoderDecoderCache_<layers>__<layers>`` when both caches are ``DynamicCache`` objects (the
+    spelling written before), else ``EncoderDecoderCache__<cache>__<cache>``.
+    """
+
+    self_attention: CacheInfo
+    cross_attention: CacheInfo
+    n_items: int = field(init=False, repr=False, compare=False)  # see CacheInfo.n_items
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "n_items", self.self_attention.n_items + self.cross_attention.n_items)
 
     def __str__(self) -> str:
-        return (
-            f"EncoderDecoderCache_{_runs_str(self.self_attention.runs)}"
-            f"__{_runs_str(self.cross_attention.runs)}"
-        )
+        a, b = self.self_attention, self.cross_attention
+        if a.name == "DynamicCache" and b.name == "DynamicCache":
+            return f"EncoderDecoderCache_{a.body()}__{b.body()}"
+        return f"EncoderDecoderCache__{a}__{b}"
+
+
+AnyCacheInfo = Union[CacheInfo, EncoderDecoderCacheInfo]
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +432,7 @@ class CacheLeaf:
     """Leaf ``index`` of a pytree is a transformers cache described by ``cache``."""
 
     index: int
-    cache: DynamicCacheInfo | EncoderDecoderCacheInfo
+    cache: AnyCacheInfo
 
     def __str__(self) -> str:
         return f"{self.index}_{self.cache}"
@@ -376,34 +511,56 @@ def _parse(text: str) -> TypeInfo:
     return parse(text)
 
 
-def _pretty_layers(cache: DynamicCacheInfo, indent: str) -> list[str]:
+def _pretty_layer(layer: LayerInfo) -> str:
+    spec = layer.spec
+    details = [] if layer.number is None else [f"{spec.number}={layer.number}"]
+    details.extend(spec.param(letter).meaning for letter, _ in layer.params)  # type: ignore[union-attr]
+    text = layer.class_name + (f"({'; '.join(details)})" if details else "")
+    if spec.legacy:
+        text += " [legacy spelling]"
+    if not layer.populated:
+        text += ", no tensors yet"
+    for i, state in enumerate(layer.states):
+        parts = []
+        if state.conv_kernel is not None:
+            parts.append(f"conv (kernel {state.conv_kernel})")
+        if state.recurrent:
+            parts.append("recurrent")
+        if state.previous:
+            parts.append("has a previous state")
+        text += f"; state {i}: {', '.join(parts) or 'empty'}"
+    names = layer.item_names()
+    return text + (f"; items {', '.join(names)}" if names else "; no items")
+
+
+def _pretty_layers(cache: CacheInfo, indent: str) -> list[str]:
     # One line per run, so that the view stays proportional to the spelling.
     lines = []
     first = 0
     for run in cache.runs:
-        layer = run.layer
-        detail = f"(sliding_window={layer.sliding_window})" if layer.sliding_window is not None else ""
-        state = "" if layer.populated else ", no tensors yet"
         where = f"layer {first}" if run.count == 1 else f"layers {first}-{first + run.count - 1}"
-        lines.append(f"{indent}{where}: {layer.class_name}{detail}{state}")
+        lines.append(f"{indent}{where}: {_pretty_layer(run.layer)}")
         first += run.count
     return lines
 
 
-def _pretty_cache_head(name: str, cache: DynamicCacheInfo) -> str:
+def _pretty_cache_head(name: str, cache: CacheInfo) -> str:
     n = cache.n_layers
-    tensors = f"{cache.n_items} tensors as k0, v0, k1, v1, ..." if cache.n_items else "no tensors"
-    return f"{name} ({n} layer{'s' if n != 1 else ''}, {tensors})"
+    items = f"{cache.n_items} item{'s' if cache.n_items != 1 else ''}" if cache.n_items else "no items"
+    head = f"{name} ({n} layer{'s' if n != 1 else ''}, {items})"
+    notes = [p.meaning for p in CACHE_OPTIONS if cache.option(p.letter)]
+    if cache.leading_items:
+        notes.append("first item " + ", ".join(cache.leading_items))
+    return head + "".join(f"; {note}" for note in notes)
 
 
-def _pretty_cache(info: DynamicCacheInfo | EncoderDecoderCacheInfo, label: str = "") -> list[str]:
-    if isinstance(info, DynamicCacheInfo):
-        return [label + _pretty_cache_head("DynamicCache", info), *_pretty_layers(info, "  ")]
-    lines = [f"{label}EncoderDecoderCache ({info.n_items} tensors: self-attention, then cross-attention)"]
-    lines.append("  " + _pretty_cache_head("self_attention_cache: DynamicCache", info.self_attention))
-    lines.extend(_pretty_layers(info.self_attention, "    "))
-    lines.append("  " + _pretty_cache_head("cross_attention_cache: DynamicCache", info.cross_attention))
-    lines.extend(_pretty_layers(info.cross_attention, "    "))
+def _pretty_cache(info: AnyCacheInfo, label: str = "") -> list[str]:
+    if isinstance(info, CacheInfo):
+        return [label + _pretty_cache_head(info.name, info), *_pretty_layers(info, "  ")]
+    lines = [f"{label}EncoderDecoderCache ({info.n_items} items: self-attention, then cross-attention)"]
+    for part, cache in (("self_attention_cache", info.self_attention), ("cross_attention_cache", info.cross_attention)):
+        lines.append("  " + _pretty_cache_head(f"{part}: {cache.name}", cache))
+        lines.extend(_pretty_layers(cache, "    "))
     return lines
 
 
@@ -441,6 +598,6 @@ def pretty_type_info(text: str) -> str:
         lines = [f"dict ({len(info.keys)} tensor{'s' if len(info.keys) != 1 else ''}, in this key order)"]
         lines.extend(f"  {key!r}: Tensor" for key in info.keys)
         return "\n".join(lines)
-    if isinstance(info, (DynamicCacheInfo, EncoderDecoderCacheInfo)):
+    if isinstance(info, (CacheInfo, EncoderDecoderCacheInfo)):
         return "\n".join(_pretty_cache(info))
     raise AssertionError(f"unhandled type-info node {type(info).__name__}")  # pragma: no cover

@@ -108,8 +108,8 @@ def test_submodule_replaced_by_custom_op_exports() -> None:
     handle.remove()
     in_types = [type_as_str_with_info(a) for a in seen["args"]]
     out_types = [type_as_str_with_info(o) for o in seen["output"]]
-    assert in_types[1][:3] == "___" and in_types[2] == "DynamicCache_D_W8"
-    assert out_types[2] == "DynamicCache_D_W8"
+    assert in_types[1][:3] == "___" and in_types[2] == "DynamicCache_D_S8"
+    assert out_types[2] == "DynamicCache_D_S8"
     inner = model.inner
 
     def run(flat: List[torch.Tensor]) -> List[torch.Tensor]:

@@ -51,8 +51,8 @@ def _session(prefix: str) -> tuple[str, str]:
 
 
 def test_pretty_block() -> None:
-    first, rest = _session('>>> print(pretty_type_info("DynamicCache_2D_W512"))')
-    assert rest == pretty_type_info("DynamicCache_2D_W512")
+    first, rest = _session('>>> print(pretty_type_info("DynamicCache_2D_S512"))')
+    assert rest == pretty_type_info("DynamicCache_2D_S512")
 
 
 def test_error_block() -> None:

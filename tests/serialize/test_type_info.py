@@ -16,9 +16,9 @@ from piece_by_piece_serialize._grammar import build_parser
 from piece_by_piece_serialize.errors import TreeSpecNameError
 from piece_by_piece_serialize.type_info import (
     MAX_CACHE_LAYERS,
-    CacheLayer,
-    DynamicCacheInfo,
+    CacheInfo,
     EncoderDecoderCacheInfo,
+    LayerInfo,
     LayerRun,
     NoneInfo,
     ScalarInfo,
@@ -98,7 +98,7 @@ def test_error_pickles() -> None:
         ("float", ScalarInfo("float")),
         ("list__3", TensorListInfo(3)),
         ("dict__2_da__dm", TensorDictInfo(("da", "dm"))),
-        ("DynamicCache__4", DynamicCacheInfo.of_layers([CacheLayer(), CacheLayer()])),
+        ("DynamicCache__4", CacheInfo.of_layers([LayerInfo(), LayerInfo()])),
     ],
     ids=lambda v: str(v),
 )
@@ -115,9 +115,9 @@ def test_legacy_cache_and_new_spelling_are_one_ast() -> None:
 @pytest.mark.parametrize(
     "info",
     [
-        DynamicCacheInfo(()),
-        DynamicCacheInfo.of_layers([CacheLayer(512), CacheLayer(512), CacheLayer(None), CacheLayer(512, False)]),
-        EncoderDecoderCacheInfo(DynamicCacheInfo.of_layers([CacheLayer()] * 4), DynamicCacheInfo(())),
+        CacheInfo(),
+        CacheInfo.of_layers([LayerInfo("W", True, 512), LayerInfo("W", True, 512), LayerInfo(), LayerInfo("W", False, 512)]),
+        EncoderDecoderCacheInfo(CacheInfo.of_layers([LayerInfo()] * 4), CacheInfo()),
         TensorDictInfo(("input_ids", "attention_mask", "a1")),
         TensorListInfo(0),
     ],
@@ -139,21 +139,21 @@ def test_layer_limit_is_checked_before_allocating() -> None:
     with pytest.raises(TreeSpecNameError, match="at most MAX_CACHE_LAYERS"):
         parse_type_info(text)
     info = parse_type_info(f"DynamicCache_{MAX_CACHE_LAYERS}D")
-    assert isinstance(info, DynamicCacheInfo)
+    assert isinstance(info, CacheInfo)
     assert info.n_layers == len(info.layers) == MAX_CACHE_LAYERS
-    assert info.runs == (LayerRun(MAX_CACHE_LAYERS, CacheLayer()),)
+    assert info.runs == (LayerRun(MAX_CACHE_LAYERS, LayerInfo()),)
 
 
 def test_cache_ast_is_run_length_canonical() -> None:
-    layers = [CacheLayer(), CacheLayer(), CacheLayer(8), CacheLayer(8), CacheLayer(8, False), CacheLayer()]
-    info = DynamicCacheInfo.of_layers(layers)
+    layers = [LayerInfo(), LayerInfo(), LayerInfo("W", True, 8), LayerInfo("W", True, 8), LayerInfo("W", False, 8), LayerInfo()]
+    info = CacheInfo.of_layers(layers)
     assert info.layers == tuple(layers)
     assert [run.count for run in info.runs] == [2, 2, 1, 1]
     assert parse_type_info("DynamicCache_D_D_W8_1W8_w8_D") == info
     with pytest.raises(ValueError, match="not canonical"):
-        DynamicCacheInfo((LayerRun(1, CacheLayer()), LayerRun(1, CacheLayer())))
+        CacheInfo("DynamicCache", (LayerRun(1, LayerInfo()), LayerRun(1, LayerInfo())))
     with pytest.raises(ValueError, match="not canonical"):
-        DynamicCacheInfo((LayerRun(0, CacheLayer()),))
+        CacheInfo("DynamicCache", (LayerRun(0, LayerInfo()),))
 
 
 def test_non_string_is_type_error() -> None:
@@ -189,7 +189,7 @@ def test_long_strings_are_not_cached() -> None:
         lambda: TensorDictInfo(("a b",)),
         lambda: TensorDictInfo((1,)),  # type: ignore[arg-type]
         lambda: TensorListInfo(-1),
-        lambda: CacheLayer(0),
+        lambda: LayerInfo("S", True, 0),
         lambda: ScalarInfo("str"),
     ],
 )
