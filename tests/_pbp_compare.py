@@ -69,3 +69,38 @@ def assert_same(expected: Any, got: Any, same_objects: bool = False, path: str =
         )
     assert got == expected, f"{path}: {got!r} != {expected!r}"
     return 0
+
+
+def assert_same_state(expected: Any, got: Any, path: str = "cache", same_tensors: bool = False) -> int:
+    """Every attribute of two caches, of their parts and of every layer: names, order and values.
+
+    This is what later computation can see. Tensors compare by dtype, device, shape and values (the very
+    same objects with ``same_tensors=True``, except the ones a rebuild derives, which only compare equal);
+    dicts by keys in order; other values with ``==``; a ``torch.Stream`` by its device. Returns the number
+    of objects compared (cache, parts, layers).
+    """
+    assert type(got) is type(expected), f"{path}: type {type(got).__name__} != {type(expected).__name__}"
+    if isinstance(expected, torch.Tensor):
+        assert (got.dtype, got.device, got.shape) == (expected.dtype, expected.device, expected.shape), path
+        if got.dtype.itemsize == 1 and got.is_floating_point():  # float8: compare the bytes (no == on CPU)
+            assert torch.equal(got.view(torch.uint8), expected.view(torch.uint8)), f"{path}: values differ"
+        else:
+            assert torch.equal(got, expected), f"{path}: values differ"
+        if same_tensors and "_sliding_window_tensor" not in path:  # derived, shared per window and device
+            assert got is expected, f"{path}: not the same tensor object"
+        return 0
+    if isinstance(expected, (list, tuple)):
+        assert len(got) == len(expected), f"{path}: length {len(got)} != {len(expected)}"
+        return sum(assert_same_state(e, g, f"{path}[{i}]", same_tensors) for i, (e, g) in enumerate(zip(expected, got)))
+    if isinstance(expected, dict):
+        assert list(got) == list(expected), f"{path}: keys {list(got)} != {list(expected)}"
+        return sum(assert_same_state(expected[k], got[k], f"{path}[{k!r}]", same_tensors) for k in expected)
+    if type(expected).__name__ == "Stream":
+        assert got.device == expected.device, path
+        return 0
+    if isinstance(expected, type) or not hasattr(expected, "__dict__"):
+        assert got == expected, f"{path}: {got!r} != {expected!r}"
+        return 0
+    state_e, state_g = vars(expected), vars(got)
+    assert list(state_g) == list(state_e), f"{path}: attributes {list(state_g)} != {list(state_e)}"
+    return 1 + sum(assert_same_state(state_e[k], state_g[k], f"{path}.{k}", same_tensors) for k in state_e)

@@ -37,6 +37,8 @@ _LAZY = {
     "deserialize_args_kwargs": "serialize",
     "make_copy": "serialize",
     "choose_kwargs_for_dynamic_shapes": "serialize",
+    "register_cache_class": "caches",
+    "register_cache_layer_class": "caches",
 }
 
 __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", *_LAZY]
@@ -44,6 +46,7 @@ __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", 
 if TYPE_CHECKING:
     from typing import Any
 
+    from .caches import register_cache_class, register_cache_layer_class
     from .schema import FunctionSchema, extract_names_from_schema, parse_schema
     from .serialize import (
         choose_kwargs_for_dynamic_shapes,

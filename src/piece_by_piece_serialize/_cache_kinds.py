@@ -241,6 +241,7 @@ _BUILTIN_CACHES: tuple[CacheKind, ...] = (
         description="a DynamicCache that shifts its queries by the tokens accepted at the previous step",
     ),
     CacheKind("EncoderDecoderCache", pair=True, description="a self-attention cache and a cross-attention cache"),
+    CacheKind("Cache", description="the base class itself, made with Cache(layers=[...])"),
 )
 
 _LAYERS: dict[str, LayerKind] = {kind.code: kind for kind in _BUILTIN_LAYERS}

@@ -22,9 +22,12 @@ Both directions run on every forward call of a replaced submodule: :func:`flatte
 
 Note [fast layers]
 ~~~~~~~~~~~~~~~~~~
-:func:`flatten_into` appends the items of the three common layer kinds inline, after checking the exact
-class and the number of instance attributes (a layer with an attribute its adapter does not know has one
-more, and goes through :meth:`~._cache_layers.LayerAdapter.describe`, which names it). Caches with
+:func:`flatten_into` (``serialize_args``, every forward call) appends the items of the three common layer
+kinds inline, after checking what decides those items: the exact class, the number of instance attributes
+(a layer with an attribute its adapter does not know has one more, and goes through
+:meth:`~._cache_layers.LayerAdapter.describe`, which names it), ``is_initialized`` and an int count. It does
+not compare the attributes a rebuild derives with the tensors (a layer's ``device`` with its keys'): that is
+:func:`describe`'s job, which every type-info string and ``serialize_one`` go through. Caches with
 offloading, whose layers may sit on another device than their tensors, always take the general route. The
 builders rebuild a run of populated ``DynamicLayer`` inline and return ``None`` on anything unusual
 (a tensor subclass, a wrong rank): the caller then takes the general route, which accepts subclasses and
@@ -60,7 +63,7 @@ BY_NAME: dict[str, "CacheAdapter"] = {}
 _new = object.__new__
 # user registrations made before transformers was bound: (kind, cls, extra, like) replayed by _bind
 _PENDING_LAYERS: list[tuple[str, type, tuple[str, ...], str, frozenset[str]]] = []
-_PENDING_CACHES: list[tuple[CacheKind, type, tuple[str, ...], frozenset[str]]] = []
+_PENDING_CACHES: list[tuple[CacheKind, type, frozenset[str]]] = []
 
 
 class CacheAdapter:
@@ -69,13 +72,13 @@ class CacheAdapter:
     base_attributes = frozenset({"layers", "layer_class_to_replicate", "offloading"})
     offload_attributes = frozenset({"only_non_sliding", "prefetch_stream"})
 
-    def __init__(self, kind: CacheKind, cls: type, extra: tuple[str, ...] = (), counts: frozenset[str] = frozenset()) -> None:
+    def __init__(self, kind: CacheKind, cls: type, counts: frozenset[str] | None = None) -> None:
         self.kind = kind
         self.name = kind.name
         self.cls = cls
-        # the cache's own items: counts (ints carried as count tensors) and tensors
-        self.leading = tuple(kind.leading_items) + tuple(extra)
-        self.counts = frozenset(kind.leading_items) | counts
+        # the cache's own items (a built-in cache's are counts; a registered one says which of its are)
+        self.leading = tuple(kind.leading_items)
+        self.counts = frozenset(kind.leading_items) if counts is None else counts
         self.leading_counts_only = all(name in self.counts for name in self.leading)
         self.attributes = self.base_attributes | frozenset(self.leading)
 
@@ -268,8 +271,8 @@ def _bind(cu: Any) -> None:
         adapter = L.make_adapter(code, cls, extra, like, counts)
         BUILDERS[code] = adapter
         LAYERS[cls] = adapter
-    for ckind, cls, extra, counts in _PENDING_CACHES:
-        cadapter = CacheAdapter(ckind, cls, extra, counts)
+    for ckind, cls, counts in _PENDING_CACHES:
+        cadapter = CacheAdapter(ckind, cls, counts)
         SUPPORTED[cls] = cadapter
         BY_NAME[ckind.name] = cadapter
     _Tensor = torch.Tensor
@@ -376,7 +379,7 @@ def flatten_into(cache: Any, out: list[Any]) -> bool:
             if kind is dynamic and len(d) == 4 and d["is_initialized"] is True:
                 append(d["keys"])
                 append(d["values"])
-            elif kind is sliding and len(d) == 8 and d["is_initialized"] is True:
+            elif kind is sliding and len(d) == 8 and d["is_initialized"] is True and type(d["cumulative_length"]) is int:
                 append(d["keys"])
                 append(d["values"])
                 append(count_item(d["cumulative_length"]))
@@ -538,10 +541,10 @@ def register_layer(code: str, cls: type, extra: tuple[str, ...], like: str, coun
         LAYERS[cls] = adapter
 
 
-def register_cache(kind: CacheKind, cls: type, extra: tuple[str, ...], counts: frozenset[str]) -> None:
-    _PENDING_CACHES.append((kind, cls, extra, counts))
+def register_cache(kind: CacheKind, cls: type, counts: frozenset[str]) -> None:
+    _PENDING_CACHES.append((kind, cls, counts))
     if _bound is not None:
-        adapter = CacheAdapter(kind, cls, extra, counts)
+        adapter = CacheAdapter(kind, cls, counts)
         SUPPORTED[cls] = adapter
         BY_NAME[kind.name] = adapter
 

@@ -314,3 +314,18 @@ def parse(text: str) -> ti.TypeInfo:
         if isinstance(inner, TreeSpecNameError):
             raise inner from None
         raise
+
+
+def is_cache_name(name: str) -> bool:
+    """Whether ``name`` is read back as one cache name token (``<name>_0`` is a cache of that name).
+
+    Registration checks a new name with the grammar itself, so that every name it accepts is one the
+    parser reads back whole (not cut by a longer literal such as ``EncoderDecoderCache``).
+    """
+    try:
+        tree = _parser().parse(f"{name}_0")
+    except UnexpectedInput:
+        return False
+    node = tree.children[0]
+    first = node.children[0] if node.children else None
+    return getattr(node, "data", None) == "cache" and isinstance(first, Token) and first.type == "CACHE_NAME" and str(first) == name

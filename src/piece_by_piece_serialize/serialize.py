@@ -222,11 +222,8 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
     if kind == _K_DICT:  # pragma: no cover - handled above
         return list(obj.values())
     if kind == _K_CACHE:
-        flat = _caches.flatten_supported(obj)
-        if flat is None:  # describe() raises the TypeError that names the argument and the class
-            _caches.describe(obj, _argument(name, schema))
-            raise TypeError(f"{_argument(name, schema)}: unsupported cache {type(obj).__qualname__}")
-        return flat
+        # checked as type_as_str_with_info checks it (serialize_args takes the fast route of Note [fast layers])
+        return _caches.flatten(obj, _caches.describe(obj, _argument(name, schema)))
     leaves, _, caches = _flatten_tree(obj)
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
@@ -482,7 +479,53 @@ def _tensor_dict_step(keys: Tuple[str, ...]) -> _Step:
     return step
 
 
+# Note [torch.Size in a pytree]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch registers torch.Size as a pytree node whose unflatten gives a plain tuple, so tree_unflatten turns
+# every torch.Size of a structure into a tuple. A structure holding one is rebuilt by _unflatten below, which
+# follows the spec like tree_unflatten does and makes torch.Size objects of those nodes; any other structure
+# goes through tree_unflatten itself.
+
+
+def _has_size(spec: Any) -> bool:
+    stack = [spec]
+    size = _Size
+    while stack:
+        s = stack.pop()
+        if s.type is size:
+            return True
+        stack.extend(c for c in s._children if c.type is not None)
+    return False
+
+
+def _unflatten_with_sizes(leaves: List[Any], spec: Any) -> Any:
+    from torch.utils._pytree import SUPPORTED_NODES
+
+    it = iter(leaves)
+
+    def build(s: Any) -> Any:  # one frame per level: pytree's own depth limit (about 500) fits the stack
+        if s.type is None:
+            return next(it)
+        children = []
+        for c in s._children:
+            children.append(build(c))
+        if s.type is _Size:
+            return _Size(children)
+        return SUPPORTED_NODES[s.type].unflatten_fn(children, s._context)
+
+    return build(spec)
+
+
+def _unflatten(leaves: List[Any], spec: Any) -> Any:
+    """``tree_unflatten``, except that torch.Size nodes come back as torch.Size (Note [torch.Size in a pytree])."""
+    if _has_size(spec):
+        return _unflatten_with_sizes(leaves, spec)
+    return _tree_unflatten(leaves, spec)
+
+
 def _tree_step(n: int, spec: Any) -> _Step:
+    unflatten = _unflatten_with_sizes if _has_size(spec) else _tree_unflatten
+
     def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
@@ -490,7 +533,7 @@ def _tree_step(n: int, spec: Any) -> _Step:
             for item in items:
                 if type(item) in _CONTAINERS:  # a packed group at pos, or a container leaf (an error)
                     return -1
-            des.append(_tree_unflatten(list(items), spec))
+            des.append(unflatten(list(items), spec))
             return end
         return -1
 
@@ -597,7 +640,7 @@ def _deserialize_into(
             items, pos = _take(res, pos, info.n_leaves, f"{label}[{i}]", info)
             _check_leaves(items, f"{label}[{i}]", info)
             leaves = [_clone_leaf(x) for x in items] if clone else list(items)
-            des.append(_tree_unflatten(leaves, info.spec))
+            des.append(_unflatten(leaves, info.spec))
         elif cls is TreeWithCachesInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
             _check_leaves(items, f"{label}[{i}]", info)
@@ -643,7 +686,7 @@ def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: boo
         start = leaf.index + 1
     rest = items[pos:]
     leaves.extend([_clone_leaf(x) for x in rest] if clone else rest)
-    return _tree_unflatten(leaves, info.tree.spec)
+    return _unflatten(leaves, info.tree.spec)
 
 
 def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:

@@ -1,0 +1,165 @@
+"""Tiny transformers models built from config (no download, eager attention) and their caches.
+
+One builder per model family the cache tests cover; each returns a model in eval mode whose forward takes
+``cache=`` and returns ``.cache`` (transformers 5). Sizes are the smallest that keep every code path (a
+sliding window shorter than the prefill, linear-attention heads, a mixture of experts with two experts).
+Also used by the custom-operator tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+VOCAB = 64
+_COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=128,
+)
+
+
+def config(model_type: str, **overrides: Any) -> Any:
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type, **{**_COMMON, **overrides})
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def _causal(cfg: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def llama() -> Any:
+    return _causal(config("llama"))
+
+
+def mistral(sliding_window: int = 5) -> Any:
+    return _causal(config("mistral", sliding_window=sliding_window))
+
+
+def gemma2(sliding_window: int = 5) -> Any:
+    return _causal(config("gemma2", sliding_window=sliding_window))
+
+
+def gemma3(sliding_window: int = 5) -> Any:
+    return _causal(
+        config(
+            "gemma3_text",
+            sliding_window=sliding_window,
+            num_hidden_layers=3,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        )
+    )
+
+
+def qwen3_next() -> Any:
+    return _causal(
+        config(
+            "qwen3_next",
+            num_hidden_layers=4,  # three linear-attention layers, then a full-attention one
+            linear_num_value_heads=2,
+            linear_num_key_heads=2,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            num_experts=2,
+            num_experts_per_tok=1,
+            moe_intermediate_size=16,
+            shared_expert_intermediate_size=16,
+        )
+    )
+
+
+def lfm2() -> Any:
+    return _causal(config("lfm2", num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"]))
+
+
+CAUSAL: dict[str, Callable[[], Any]] = {
+    "llama": llama,
+    "mistral": mistral,
+    "gemma2": gemma2,
+    "gemma3": gemma3,
+    "qwen3_next": qwen3_next,
+    "lfm2": lfm2,
+}
+
+
+def t5() -> Any:
+    from transformers import AutoConfig, T5ForConditionalGeneration
+
+    cfg = AutoConfig.for_model(
+        "t5", vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+        decoder_start_token_id=0,
+    )
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return T5ForConditionalGeneration(cfg).eval()
+
+
+def whisper() -> Any:
+    from transformers import AutoConfig, WhisperForConditionalGeneration
+
+    cfg = AutoConfig.for_model(
+        "whisper", vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=8, max_source_positions=16,
+        max_target_positions=32, decoder_start_token_id=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return WhisperForConditionalGeneration(cfg).eval()
+
+
+def ids(n: int, batch: int = 1, seed: int = 1) -> Any:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (batch, n), generator=g)
+
+
+def prefill(model: Any, n: int, cache: Any = None, batch: int = 1) -> tuple[Any, Any]:
+    """(logits, cache) after a prefill of ``n`` tokens (with ``cache`` if given, else the model's own)."""
+    kwargs = {} if cache is None else {"cache": cache}
+    with torch.no_grad():
+        out = model(ids(n, batch), use_cache=True, **kwargs)
+    return out.logits, out.cache
+
+
+def decode(model: Any, cache: Any, steps: int, batch: int = 1, seed: int = 7) -> list[Any]:
+    """The logits of ``steps`` one-token decode steps on ``cache`` (updated in place)."""
+    out = []
+    for i in range(steps):
+        with torch.no_grad():
+            step = model(ids(1, batch, seed + i), cache=cache, use_cache=True)
+        out.append(step.logits)
+    return out
+
+
+def encoder_decoder_prefill(model: Any, n: int, cache: Any = None) -> tuple[Any, Any, Any]:
+    """(logits, cache, encoder outputs) of a T5 or Whisper model after a decoder prefill of ``n`` tokens."""
+    kwargs = {} if cache is None else {"cache": cache}
+    with torch.no_grad():
+        if model.config.model_type == "whisper":
+            g = torch.Generator().manual_seed(3)
+            features = torch.randn(1, model.config.num_mel_bins, 2 * model.config.max_source_positions, generator=g)
+            encoder = model.get_encoder()(features)
+        else:
+            encoder = model.get_encoder()(input_ids=ids(6, seed=3))
+        out = model(encoder_outputs=encoder, decoder_input_ids=ids(n), use_cache=True, **kwargs)
+    return out.logits, out.cache, encoder
+
+
+def encoder_decoder_decode(model: Any, cache: Any, encoder: Any, steps: int, seed: int = 7) -> list[Any]:
+    out = []
+    for i in range(steps):
+        with torch.no_grad():
+            step = model(encoder_outputs=encoder, decoder_input_ids=ids(1, seed=seed + i), cache=cache, use_cache=True)
+        out.append(step.logits)
+    return out
