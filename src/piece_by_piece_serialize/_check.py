@@ -1,33 +1,63 @@
-"""The engine behind ``pbp-serialize schema check|format|names``: findings, their rendering, file walking.
+"""The engine behind ``pbp-serialize schema check|format|names``: findings, file walking, suppressions.
 
 A *finding* is one message positioned in an original file: ``path:line:col: severity: message``, then
-the source line and a caret under the column (text output), or one JSON object per line (``--format
-json``). Schemas come from :mod:`._sources` (which maps every character back to the file), are parsed
-with :func:`piece_by_piece_serialize.schema.parse_schema` and linted by :mod:`._lint`. With no path,
-``schema check`` runs over every schema registered in the installed torch and also compares our
-parser with torch's on each one (names, printed form, torch's re-parse of our print).
+the source line and a caret under the column (text output), or a record of another format (see
+:mod:`._report`). Schemas come from :mod:`._sources` (which maps every character back to the file), are
+parsed with :func:`piece_by_piece_serialize.schema.parse_schema` and linted by :mod:`._lint`. Severities
+are an ``error`` (fails the run), a ``warning`` (fails it under ``--strict``) or a ``note`` (never fails
+it: a schema a static read cannot check, such as a Jinja template). The configuration (:mod:`._config`)
+sets each rule's severity and the files read; a ``pbp: ignore[rule]`` comment on a line of the call
+silences that rule there, and one that silences nothing is itself reported. With no path, ``schema
+check`` runs over every schema registered in the installed torch and also compares our parser with
+torch's on each one (names, printed form, torch's re-parse of our print).
 
-Invariants: user errors and I/O errors are reported, never raised; the exit code is 2 when a path could
-not be read, else 1 when an error was reported (warnings count with ``--strict``), else 0. torch is
-imported only for the no-path run.
+Invariants: user errors and I/O errors are reported, never raised; only regular files are opened (a FIFO
+or a device in a folder is never read, so it cannot hang the run); the exit code is 2 when a path could
+not be read or parsed or the configuration is invalid, else 1 when an error was reported (warnings
+count with ``--strict``), else 0, in every output format. torch is imported only for the no-path run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._config import Config, ConfigError, load_config
 from ._progress import Progress
-from ._sources import NAMELESS, TYPEVARS_OFF, Problem, SchemaSite, kind_for_path, read_sites
+from ._report import Reporter
+from ._rules import RULES
+from ._sources import (
+    CONTEXT_CPP,
+    CONTEXT_TEXT,
+    CONTEXT_YAML,
+    NAME_ONLY,
+    NAMELESS,
+    LinePositions,
+    Problem,
+    SchemaSite,
+    SourceFile,
+    kind_for_path,
+    read_source,
+)
 from .cli import PROG
 from .errors import PbpSyntaxError
 
-__all__ = ["Finding", "check_command", "check_torch", "format_command", "names_command", "print_argument_error", "render_text"]
+__all__ = [
+    "Finding",
+    "check_command",
+    "check_site",
+    "check_torch",
+    "format_command",
+    "names_command",
+    "print_argument_error",
+    "render_text",
+]
 
 # Folders never worth walking into when looking for schemas.
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
@@ -37,16 +67,21 @@ _WINDOW = 100
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One message about a schema, positioned in the original file (1-based line and column)."""
+    """One message about a schema, positioned in the original file (1-based line and column).
+
+    ``span`` is the first and last line of the call the finding is about: a suppression comment on any
+    of them (or on ``line``) applies.
+    """
 
     path: str
     line: int
     column: int
-    severity: str  # "error" or "warning"
-    code: str  # stable identifier of the kind of finding, e.g. "syntax", "misread-number"
+    severity: str  # "error", "warning" or "note"
+    code: str  # stable identifier of the kind of finding, e.g. "syntax", "misread-number" (see _rules)
     message: str
     source_line: str
     schema: str | None = None
+    span: tuple[int, int] = (0, 0)
 
     def as_json(self) -> str:
         return json.dumps(
@@ -88,15 +123,18 @@ def render_text(finding: Finding) -> str:
     return head + "\n" + caret_lines(finding.source_line, finding.column)
 
 
+def _source_line(lines: Sequence[str], line: int) -> str:
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
 def _finding(site: SchemaSite, offset: int, severity: str, code: str, message: str) -> Finding:
     line, column = site.where(offset)
-    source = site.lines[line - 1] if 0 < line <= len(site.lines) else ""
-    return Finding(site.path, line, column, severity, code, message, source, site.text)
+    return Finding(site.path, line, column, severity, code, message, _source_line(site.lines, line), site.text, site.span)
 
 
 def _problem_finding(problem: Problem, lines: Sequence[str]) -> Finding:
-    source = lines[problem.line - 1] if 0 < problem.line <= len(lines) else ""
-    return Finding(problem.path, problem.line, problem.column, problem.severity, "source", problem.message, source)
+    source = _source_line(lines, problem.line)
+    return Finding(problem.path, problem.line, problem.column, problem.severity, problem.code, problem.message, source, None, problem.span)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -107,23 +145,58 @@ def _problem_finding(problem: Problem, lines: Sequence[str]) -> Finding:
 class SiteResult:
     findings: list[Finding]
     schema: Any = None  # the parsed FunctionSchema, when it parsed
+    skipped: bool = False  # a bare operator name where torch infers the schema (C++ m.def("name", fn))
 
 
-def check_site(site: SchemaSite) -> SiteResult:
-    """Parse and lint one schema site; every problem becomes a finding at its original position."""
-    from ._lint import lint_schema
+def _context_label(context: str) -> str:
+    if context == CONTEXT_CPP:
+        return "TORCH_LIBRARY's def"
+    return context
+
+
+def _needs_name_message(context: str) -> str:
+    if context == CONTEXT_TEXT:
+        return "a schema needs an operator name before its argument list (--require-name is set), like 'myops::f(Tensor x) -> Tensor'"
+    if context == CONTEXT_YAML:
+        return "a 'func:' entry needs an operator name before its argument list, like 'f(Tensor self) -> Tensor'"
+    return f"{_context_label(context)} needs an operator name before the argument list, like 'f(Tensor x) -> Tensor'"
+
+
+def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
+    """Parse and lint one schema site; every problem becomes a finding at its original position.
+
+    Plain-text schemas may be nameless (``(Tensor x) -> Tensor``, the form ``infer_schema`` writes)
+    unless ``require_name``; other contexts need a name exactly where torch does.
+    """
+    from ._lint import has_typevar, lint_schema
     from .errors import SchemaError
-    from .schema import parse_schema
+    from .schema import parse_operator_name, parse_schema
 
-    nameless = site.context in NAMELESS
     try:
-        schema = parse_schema(site.text, allow_typevars=True, allow_nameless=nameless)
+        # one parse for every context: whether a nameless schema is allowed is decided below, with a
+        # message in the terms of where the schema was written
+        schema = parse_schema(site.text, allow_typevars=True, allow_nameless=True)
     except SchemaError as exc:
+        if site.context in NAME_ONLY:
+            try:
+                parse_operator_name(site.text)
+            except SchemaError:
+                pass
+            else:
+                return SiteResult([], skipped=True)
         return SiteResult([_finding(site, exc.pos, "error", "syntax", exc.msg)])
     findings: list[Finding] = []
-    if site.context in TYPEVARS_OFF:
+    needs_name = site.context not in NAMELESS and (site.context != CONTEXT_TEXT or require_name)
+    if needs_name and not schema.name.name:
         try:
-            parse_schema(site.text, allow_typevars=False, allow_nameless=nameless)
+            parse_schema(site.text, allow_typevars=True, allow_nameless=False)
+            offset = 0  # pragma: no cover - a nameless schema always fails this parse
+        except SchemaError as exc:
+            offset = exc.pos
+        findings.append(_finding(site, offset, "error", "missing-name", _needs_name_message(site.context)))
+    if site.typevars_off and has_typevar(schema):
+        try:
+            parse_schema(site.text, allow_typevars=False, allow_nameless=True)
         except SchemaError as exc:
             findings.append(_typevar_finding(site, schema, exc))
     for lint in lint_schema(schema, site.text, site.context):
@@ -150,128 +223,258 @@ def _typevar_finding(site: SchemaSite, schema: Any, exc: Any) -> Finding:
     return _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {where} parses schemas with type variables off")
 
 
-def _context_label(context: str) -> str:
-    if context == "cpp":
-        return "TORCH_LIBRARY's def"
-    return context
-
-
-def is_name_only(site: SchemaSite) -> bool:
-    """A C++ ``def("name", fn)`` literal that is only an operator name (torch infers the schema)."""
-    from .errors import SchemaError
-    from .schema import parse_operator_name
-
-    if site.context != "cpp":
-        return False
-    try:
-        parse_operator_name(site.text)
-    except SchemaError:
-        return False
-    return True
-
-
 # ------------------------------------------------------------------------------------------------
-# Files
-
-
-@dataclass(slots=True)
-class _Input:
-    path: str
-    kind: str
-    text: str
+# Files: which are read, and how (regular files only, UTF-8 only, for files and stdin alike)
 
 
 class _Reader:
-    """Expands paths into readable inputs, remembering I/O errors (reported on stderr, exit 2)."""
+    """Expands paths into files to read and reads them, reporting what cannot be read (exit 2)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reporter: Reporter, config: Config) -> None:
+        self.reporter = reporter
+        self.config = config
         self.io_errors = 0
 
-    def _io_error(self, message: str) -> None:
+    def _io_error(self, message: str, path: str | None = None, line: int = 0, column: int = 0) -> None:
         self.io_errors += 1
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        self.reporter.io_error(message, path, line, column)
 
     def expand(self, paths: Sequence[str]) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for path in paths:
             if path == "-":
                 found.append(("-", "text"))
+            elif self.config.excluded(path):
+                continue
             elif os.path.isdir(path):
-                for root, dirs, files in os.walk(path):
-                    dirs[:] = sorted(d for d in dirs if d[:1] != "." and d not in _SKIP_DIRS)
-                    for name in sorted(files):
-                        full = os.path.join(root, name)
-                        kind = kind_for_path(full, explicit=False)
-                        if kind is not None:
-                            found.append((full, kind))
-            elif os.path.exists(path):
+                self._walk(path, found)
+            elif os.path.lexists(path):
                 kind = kind_for_path(path, explicit=True)
                 found.append((path, kind or "text"))
             else:
-                self._io_error(f"cannot read {path}: no such file or directory")
+                self._io_error(f"cannot read {path}: no such file or directory", path)
         return found
 
-    def read(self, path: str, kind: str) -> _Input | None:
+    def _walk(self, top: str, found: list[tuple[str, str]]) -> None:
+        """Depth first, each folder's files (sorted) before its subfolders (sorted); symlinked folders are
+        not followed; anything but a regular file (a FIFO, a socket, a device, a dangling link) is not a
+        source and is passed over without being opened."""
+        stack = [top]
+        config = self.config
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                self._io_error(f"cannot read folder {folder}: {exc.strerror or exc}", folder)
+                continue
+            subfolders: list[str] = []
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name[:1] != "." and entry.name not in _SKIP_DIRS and not config.excluded(entry.path):
+                            subfolders.append(entry.path)
+                        continue
+                    regular = entry.is_file()
+                except OSError:
+                    regular = False
+                if not regular or config.excluded(entry.path):
+                    continue
+                if config.include:
+                    if config.included(entry.path):
+                        found.append((entry.path, kind_for_path(entry.path, explicit=True) or "text"))
+                else:
+                    kind = kind_for_path(entry.path, explicit=False)
+                    if kind is not None:
+                        found.append((entry.path, kind))
+            stack.extend(reversed(subfolders))
+
+    def read(self, path: str, kind: str) -> tuple[str, str] | None:
+        """(name, text) of one input, or None after reporting why it cannot be read."""
+        if path == "-":
+            stdin = sys.stdin
+            buffer = getattr(stdin, "buffer", None)
+            data: bytes | str = buffer.read() if buffer is not None else stdin.read()
+            return self._decode("<stdin>", data)
         try:
-            if path == "-":
-                return _Input("<stdin>", kind, sys.stdin.read())
-            with open(path, encoding="utf-8-sig", newline=None) as handle:  # a BOM is not part of line 1
-                return _Input(path, kind, handle.read())
-        except UnicodeDecodeError as exc:
-            self._io_error(f"cannot read {path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+            # O_NONBLOCK: opening a FIFO named on the command line must not wait for a writer
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         except OSError as exc:
-            self._io_error(f"cannot read {path}: {exc.strerror or exc}")
-        return None
+            self._io_error(f"cannot read {path}: {exc.strerror or exc}", path)
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self._io_error(f"cannot read {path}: not a regular file (use '-' to read standard input)", path)
+                    return None
+                data = handle.read()
+            except OSError as exc:
+                self._io_error(f"cannot read {path}: {exc.strerror or exc}", path)
+                return None
+        return self._decode(path, data)
+
+    def _decode(self, name: str, data: bytes | str) -> tuple[str, str] | None:
+        """The same rule for files and stdin: UTF-8 (a leading BOM dropped), no NUL byte, universal newlines."""
+        if isinstance(data, bytes):
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                self._io_error(f"cannot read {name}: not UTF-8 text ({exc.reason} at byte {exc.start})", name)
+                return None
+        else:
+            text = data.removeprefix("\ufeff")
+        nul = text.find("\0")
+        if nul >= 0:
+            at = len(text[:nul].encode("utf-8")) + (3 if isinstance(data, bytes) and data[:3] == b"\xef\xbb\xbf" else 0)
+            self._io_error(f"cannot read {name}: not text (a NUL byte at byte {at})", name)
+            return None
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return name, text
 
 
-def _iter_sites(reader: _Reader, paths: Sequence[str], quiet: bool) -> Iterator[tuple[list[SchemaSite], list[Finding]]]:
+def _iter_files(reader: _Reader, paths: Sequence[str], quiet: bool) -> Iterator[SourceFile]:
     files = reader.expand(paths)
     with Progress(len(files), "checking files", quiet=quiet) as progress:
         for path, kind in files:
             item = reader.read(path, kind)
             if item is not None:
-                sites, problems = read_sites(item.path, item.text, item.kind)
-                lines = sites[0].lines if sites else item.text.split("\n")
+                source = read_source(item[0], item[1], kind)
                 progress.clear()  # findings are printed while the caller consumes this item
-                yield [s for s in sites if not is_name_only(s)], [_problem_finding(p, lines) for p in problems]
+                yield source
             progress.advance()
 
 
-def _emit(finding: Finding, fmt: str) -> None:
-    if fmt == "json":
-        print(finding.as_json())
-    else:
-        print(render_text(finding))
+@dataclass(slots=True)
+class _Options:
+    strict: bool
+    require_name: bool
+    severity: dict[str, str]
 
 
-def _promote(finding: Finding, strict: bool) -> Finding:
-    return replace(finding, severity="error") if strict and finding.severity == "warning" else finding
+def _file_findings(source: SourceFile, reader: _Reader, options: _Options) -> tuple[list[Finding], int]:
+    """All findings of one file after severities and suppressions, in position order; schemas checked."""
+    raw: list[Finding] = []
+    for problem in source.problems:
+        if problem.fatal:
+            reader._io_error(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", problem.path, problem.line, problem.column)
+        else:
+            raw.append(_problem_finding(problem, source.lines))
+    checked = 0
+    for site in source.sites:
+        result = check_site(site, require_name=options.require_name)
+        if not result.skipped:
+            checked += 1
+            raw.extend(result.findings)
+    findings = [f for f in (_configured(f, options) for f in raw) if f is not None]
+    findings = _apply_suppressions(source, findings, options)
+    findings.sort(key=lambda f: (f.line, f.column))
+    return findings, checked
 
 
-def check_command(paths: Sequence[str], *, strict: bool, fmt: str, quiet: bool) -> int:
+def _configured(finding: Finding, options: _Options) -> Finding | None:
+    level = options.severity.get(finding.code)
+    if level == "off":
+        return None
+    if level is not None and level != finding.severity:
+        finding = replace(finding, severity=level)
+    if options.strict and finding.severity == "warning":
+        finding = replace(finding, severity="error")
+    return finding
+
+
+def _apply_suppressions(source: SourceFile, findings: list[Finding], options: _Options) -> list[Finding]:
+    if not source.suppressions:
+        return findings
+    by_line: dict[int, list[Any]] = {}
+    for directive in source.suppressions:
+        by_line.setdefault(directive.line, []).append(directive)
+    used: set[tuple[int, int, str]] = set()
+    kept: list[Finding] = []
+    for finding in findings:
+        lines = {finding.line}
+        if finding.span[0]:
+            lines.update(range(finding.span[0], finding.span[1] + 1))
+        hit = None
+        for line in sorted(lines):
+            for directive in by_line.get(line, ()):
+                if finding.code in directive.rules:
+                    hit = (directive.line, directive.column, finding.code)
+                    break
+            if hit:
+                break
+        if hit:
+            used.add(hit)
+        else:
+            kept.append(finding)
+    for directive in source.suppressions:
+        if not directive.rules:
+            message = f"'{directive.text}' silences nothing: write the rules in brackets, like 'pbp: ignore[misread-number]'"
+        else:
+            unknown = [r for r in directive.rules if r not in RULES]
+            unused = [r for r in directive.rules if r in RULES and (directive.line, directive.column, r) not in used]
+            if unknown:
+                message = f"unknown rule '{unknown[0]}' in '{directive.text}'"
+            elif unused:
+                message = f"unused suppression: no {', '.join(repr(r) for r in unused)} finding on this line"
+            else:
+                continue
+        finding = Finding(source.path, directive.line, directive.column, "warning", "unused-suppression", message, _source_line(source.lines, directive.line))
+        configured = _configured(finding, options)
+        if configured is not None:
+            kept.append(configured)
+    return kept
+
+
+def _summary(n_schemas: int, counts: Counter[str]) -> str:
+    summary = f"checked {_plural(n_schemas, 'schema')}: {_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}"
+    if counts["note"]:
+        summary += f", {_plural(counts['note'], 'note')}"
+    return summary
+
+
+def _load(config_path: str | None, exclude: Sequence[str], reporter: Reporter) -> Config | None:
+    try:
+        return load_config(config_path).with_excludes(exclude, os.getcwd())
+    except ConfigError as exc:
+        reporter.io_error(str(exc))
+        return None
+
+
+def check_command(
+    paths: Sequence[str],
+    *,
+    strict: bool,
+    fmt: str,
+    quiet: bool,
+    require_name: bool = False,
+    exclude: Sequence[str] = (),
+    config: str | None = None,
+) -> int:
     """``schema check``: report findings for every schema in ``paths`` (torch's registry when empty)."""
+    reporter = Reporter(fmt, quiet=quiet)
+    loaded = _load(config, exclude, reporter)
+    if loaded is None:
+        reporter.close(2)
+        return 2
+    reporter.severities = dict(loaded.severity)
     if not paths:
-        return _check_torch(strict=strict, fmt=fmt, quiet=quiet)
-    reader = _Reader()
+        return _check_torch(strict=strict, reporter=reporter, quiet=quiet)
+    reader = _Reader(reporter, loaded)
+    options = _Options(strict, require_name, dict(loaded.severity))
     counts: Counter[str] = Counter()
     n_schemas = 0
-    for sites, problems in _iter_sites(reader, paths, quiet):
-        for finding in problems:
-            finding = _promote(finding, strict)
+    for source in _iter_files(reader, paths, quiet):
+        findings, checked = _file_findings(source, reader, options)
+        n_schemas += checked
+        for finding in findings:
             counts[finding.severity] += 1
-            _emit(finding, fmt)
-        for site in sites:
-            n_schemas += 1
-            for finding in check_site(site).findings:
-                finding = _promote(finding, strict)
-                counts[finding.severity] += 1
-                _emit(finding, fmt)
-    if not quiet:
-        summary = f"checked {_plural(n_schemas, 'schema')}: {_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}"
-        print(summary, file=sys.stderr if fmt == "json" else sys.stdout)
-    if reader.io_errors:
-        return 2
-    return 1 if counts["error"] else 0
+            reporter.finding(finding)
+    reporter.summary([_summary(n_schemas, counts)])
+    code = 2 if reader.io_errors else 1 if counts["error"] else 0
+    reporter.close(code)
+    return code
 
 
 def _plural(n: int, word: str) -> str:
@@ -280,26 +483,6 @@ def _plural(n: int, word: str) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # The embedded default: every schema registered in the installed torch
-
-
-class _LinePositions(Sequence[tuple[int, int]]):
-    """Positions of a schema that is the whole of line ``line``: column = offset + 1."""
-
-    def __init__(self, line: int, length: int) -> None:
-        self.line = line
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length + 1
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i <= self.length:
-            raise IndexError(i)
-        return (self.line, i + 1)
 
 
 @dataclass(slots=True)
@@ -335,15 +518,16 @@ def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
     schemas = torch._C._jit_get_all_schemas()
     texts = [str(s) for s in schemas]  # the 'file' of the no-path run: line i is the i-th schema
     return [
-        (s, SchemaSite("<torch>", text, _LinePositions(i, len(text)), "parse_schema", texts))
+        (s, SchemaSite("<torch>", text, LinePositions(i, len(text)), "parse_schema", texts, (i, i)))
         for i, (s, text) in enumerate(zip(schemas, texts), 1)
     ]
 
 
-def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None) -> TorchSummary:
+def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None, severity: dict[str, str] | None = None) -> TorchSummary:
     """Check every schema registered in torch; ``emit(finding)`` is called for each finding."""
     import torch
 
+    options = _Options(strict, False, dict(severity or {}))
     pairs = torch_schema_sites()
     counts: Counter[str] = Counter()
     by_code: Counter[str] = Counter()
@@ -351,14 +535,14 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None) -
     with Progress(len(pairs), "checking torch schemas", quiet=quiet) as progress:
         for torch_schema, site in pairs:
             result = check_site(site)
-            findings = [_promote(f, strict) for f in result.findings]
+            findings = list(result.findings)
             if result.schema is not None:
                 parsed += 1
                 ours = result.schema
                 if [a.name for a in ours.arguments] == [a.name for a in torch_schema.arguments]:
                     names_agree += 1
                 else:
-                    findings.append(_promote(_finding(site, 0, "error", "torch-names", "argument names differ from torch's"), strict))
+                    findings.append(_finding(site, 0, "error", "torch-names", "argument names differ from torch's"))
                 printed = str(ours)
                 if printed == site.text:
                     prints_agree += 1
@@ -372,11 +556,14 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None) -
                 if same:
                     reparses += 1
             for finding in findings:
-                counts[finding.severity] += 1
-                by_code[f"{finding.severity} {finding.code}"] += 1
+                configured = _configured(finding, options)
+                if configured is None:
+                    continue
+                counts[configured.severity] += 1
+                by_code[f"{configured.severity} {configured.code}"] += 1
                 if emit is not None:
                     progress.clear()
-                    emit(finding)
+                    emit(configured)
             progress.advance()
     return TorchSummary(
         len(pairs), parsed, names_agree, prints_agree, reparses, counts["error"], counts["warning"], by_code, torch.__version__
@@ -390,38 +577,52 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(a), len(b))
 
 
-def _check_torch(*, strict: bool, fmt: str, quiet: bool) -> int:
-    summary = check_torch(strict=strict, quiet=quiet, emit=lambda f: _emit(f, fmt))
-    if not quiet:
-        out = sys.stderr if fmt == "json" else sys.stdout
-        for line in summary.lines():
-            print(line, file=out)
-    return 1 if summary.errors else 0
+def _check_torch(*, strict: bool, reporter: Reporter, quiet: bool) -> int:
+    summary = check_torch(strict=strict, quiet=quiet, emit=reporter.finding, severity=reporter.severities)
+    reporter.summary(summary.lines())
+    code = 1 if summary.errors else 0
+    reporter.close(code)
+    return code
 
 
 # ------------------------------------------------------------------------------------------------
 # format and names
 
 
-def format_command(paths: Sequence[str], *, check: bool, quiet: bool) -> int:
+def format_command(
+    paths: Sequence[str],
+    *,
+    check: bool,
+    quiet: bool,
+    require_name: bool = False,
+    exclude: Sequence[str] = (),
+    config: str | None = None,
+) -> int:
     """``schema format``: print canonical forms, or with ``check`` report the non-canonical ones."""
-    reader = _Reader()
+    reporter = Reporter("text", quiet=True, stdout=sys.stderr)  # problems and I/O errors go to stderr
+    loaded = _load(config, exclude, reporter)
+    if loaded is None:
+        return 2
+    reader = _Reader(reporter, loaded)
     errors = not_canonical = 0
-    for sites, problems in _iter_sites(reader, paths, quiet):
-        for finding in problems:
-            print(render_text(finding), file=sys.stderr)
-            errors += finding.severity == "error"
-        for site in sites:
-            from .errors import SchemaError
-            from .schema import parse_schema
-
-            try:
-                schema = parse_schema(site.text, allow_nameless=site.context in NAMELESS)
-            except SchemaError as exc:
-                print(render_text(_finding(site, exc.pos, "error", "syntax", exc.msg)), file=sys.stderr)
+    for source in _iter_files(reader, paths, quiet):
+        for problem in source.problems:
+            if problem.fatal:
+                reader._io_error(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", problem.path)
+                continue
+            print(render_text(_problem_finding(problem, source.lines)), file=sys.stderr)
+            errors += problem.severity == "error"
+        for site in source.sites:
+            result = check_site(site, require_name=require_name)
+            if result.skipped:
+                continue
+            blocking = [f for f in result.findings if f.code in ("syntax", "missing-name")]
+            if blocking or result.schema is None:
+                for finding in blocking:
+                    print(render_text(finding), file=sys.stderr)
                 errors += 1
                 continue
-            canonical = str(schema)
+            canonical = str(result.schema)
             if not check:
                 print(canonical)
             elif canonical != site.text:
@@ -453,4 +654,3 @@ def names_command(text: str) -> int:
     for name in names:
         print(name)
     return 0
-

@@ -49,7 +49,7 @@ from .schema import (
     format_float,
 )
 
-__all__ = ["Lint", "lint_schema", "typevar_at"]
+__all__ = ["Lint", "has_typevar", "lint_schema", "typevar_at"]
 
 # Base types whose default torch stores as a number read by stoll/stod.
 _NUMERIC = frozenset({"int", "SymInt", "float", "Scalar"})
@@ -105,6 +105,27 @@ def lint_schema(schema: FunctionSchema, text: str, context: str) -> list[Lint]:
     for ret in schema.returns:
         found.extend(_type_rules(ret.type, ret.span[0]))
     return found
+
+
+def has_typevar(schema: FunctionSchema) -> bool:
+    """Whether any argument or return type holds a type variable, union members that normalisation absorbed
+    included (only then can parsing with type variables off fail, so only then is it worth doing)."""
+    stack: list[Type] = [item.type for item in (*schema.arguments, *schema.returns)]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, TypeVar):
+            return True
+        stack.extend(getattr(t, "absorbed", ()))
+        elem = getattr(t, "elem", None)
+        if elem is not None:
+            stack.append(elem)
+        elif isinstance(t, DictType):
+            stack.extend((t.key, t.value))
+        elif isinstance(t, UnionType):
+            stack.extend(t.members)
+        else:
+            stack.extend(getattr(t, "elems", ()))
+    return False
 
 
 def typevar_at(schema: FunctionSchema, offset: int) -> TypeVar | None:

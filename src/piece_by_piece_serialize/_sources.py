@@ -1,19 +1,29 @@
 """Find operator-schema strings in files and map every character back to where it was written.
 
 The command line checks schemas where people write them: plain text (one schema per line), Python
-sources (``torch.library.define``, ``Library.define``/``lib.define``, ``custom_op(..., schema=...)``),
-C++ sources (string literals passed to ``def(`` and ``TORCH_SELECTIVE_SCHEMA(``) and YAML ``func:``
-entries. This module reads those *container* languages only; it never looks inside a schema (that is
-the schema grammar's job). Each schema comes out as a :class:`SchemaSite`: the decoded text exactly as
-torch would receive it, plus, for every character of that text, the 1-based line and column in the
-original file where the character (or the escape sequence that produced it) was written. That map is
-what lets a caret land under the right column of the *original* file even after C++ adjacent literals
-were joined, escapes decoded or Python ``+`` concatenations folded.
+sources (``torch.library.define``, ``Library.define``/``lib.define``, ``custom_op(..., schema=...)``,
+``torch._C.parse_schema``), C++ and Objective-C++ sources (string literals passed to ``def(``,
+``TORCH_SELECTIVE_SCHEMA(``, ``torch::schema(``, ``c10::schema(``, ``torch::jit::parseSchema(`` and
+``parseSchemaOrName(``) and YAML ``func:`` entries of files shaped like ``native_functions.yaml``. This
+module reads those *container* languages only; it never looks inside a schema (that is the schema
+grammar's job). Each schema comes out as a :class:`SchemaSite`: the decoded text exactly as torch would
+receive it, plus, for every character of that text, the 1-based line and column in the original file
+where the character (or the escape sequence that produced it) was written. That map is what lets a caret
+land under the right column of the *original* file even after C++ adjacent literals were joined, escapes
+decoded or Python ``+`` concatenations folded.
+
+What a static read cannot see is said, never guessed at: a schema literal holding Jinja placeholders
+(``{{ name }}``, ``{% if %}``: the file is a template) becomes a ``template`` note, and a literal joined
+with something only the compiler or the interpreter knows (a macro such as ``STRING(X)``, a
+preprocessor directive, an f-string field, ``%`` or ``.format()``) becomes a ``not-static`` note; neither
+is parsed half. The file's ``pbp: ignore[rule]`` comments are collected as :class:`Suppression` records.
 
 Invariants: reading never executes or imports anything (Python is read with ``ast`` and ``tokenize``,
 string escapes are decoded here by hand and cross-checked against ``ast``'s own value); a site's
 ``positions`` has ``len(text) + 1`` entries (the last one is just past the final character, where an
-"end of input" error points); unreadable constructs become :class:`Problem` records, never exceptions.
+"end of input" error points); unreadable constructs become :class:`Problem` records, never exceptions
+(``fatal`` ones, a Python file that cannot be parsed, fail the run); every scan is linear in the size
+of the file.
 """
 
 from __future__ import annotations
@@ -21,15 +31,20 @@ from __future__ import annotations
 import ast
 import bisect
 import io
+import re
 import tokenize
 import unicodedata
+from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import Any, Union
 
 # How a file is read, chosen from its suffix; anything else given explicitly is read as plain text.
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
-CPP_SUFFIXES = frozenset({".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl"})
+CPP_SUFFIXES = frozenset(
+    {".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".mm"}
+)
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 TEXT_SUFFIXES = frozenset({".schema", ".schemas"})
 
@@ -37,21 +52,33 @@ TEXT_SUFFIXES = frozenset({".schema", ".schemas"})
 CONTEXT_TEXT = "text"
 CONTEXT_YAML = "yaml"
 CONTEXT_CPP = "cpp"  # TORCH_LIBRARY m.def / TORCH_SELECTIVE_SCHEMA: type variables are off
+CONTEXT_TORCH_SCHEMA = "torch::schema"  # torch::schema(str, kind, allow_typevars=false)
+CONTEXT_C10_SCHEMA = "c10::schema"
+CONTEXT_JIT_PARSE_SCHEMA = "torch::jit::parseSchema"  # parseSchema(str, allow_typevars=true)
+CONTEXT_JIT_PARSE_SCHEMA_OR_NAME = "torch::jit::parseSchemaOrName"
 CONTEXT_LIBRARY_DEFINE = "Library.define"  # typevars off, full name optional
 CONTEXT_TORCH_LIBRARY_DEFINE = "torch.library.define"  # nameless "(...) -> ..." schema, typevars off
 CONTEXT_CUSTOM_OP = "custom_op"  # nameless schema, validated with typevars on, defined with them off
 CONTEXT_PARSE_SCHEMA = "parse_schema"  # torch._C.parse_schema: typevars on
 
 # Contexts whose text torch defines through the dispatcher, where type variables are rejected.
-TYPEVARS_OFF = frozenset({CONTEXT_CPP, CONTEXT_LIBRARY_DEFINE, CONTEXT_TORCH_LIBRARY_DEFINE, CONTEXT_CUSTOM_OP})
+TYPEVARS_OFF = frozenset(
+    {CONTEXT_CPP, CONTEXT_TORCH_SCHEMA, CONTEXT_C10_SCHEMA, CONTEXT_LIBRARY_DEFINE, CONTEXT_TORCH_LIBRARY_DEFINE, CONTEXT_CUSTOM_OP}
+)
 # Contexts whose text is a schema without the operator name.
 NAMELESS = frozenset({CONTEXT_TORCH_LIBRARY_DEFINE, CONTEXT_CUSTOM_OP})
+# Contexts that also take a bare operator name (torch infers the schema from the C++ function).
+NAME_ONLY = frozenset({CONTEXT_CPP, CONTEXT_JIT_PARSE_SCHEMA_OR_NAME})
 
 __all__ = [
+    "LinePositions",
     "Problem",
     "SchemaSite",
+    "SourceFile",
+    "Suppression",
     "kind_for_path",
     "read_sites",
+    "read_source",
 ]
 
 
@@ -61,7 +88,10 @@ class SchemaSite:
 
     ``positions[i]`` is the (line, column), both 1-based, in the original file of ``text[i]``;
     ``positions[len(text)]`` is the place just after the last character. ``lines`` are the file's lines,
-    shared by every site of the file, for printing the source line under a finding.
+    shared by every site of the file, for printing the source line under a finding. ``span`` is the first
+    and last line of the call that holds the schema (a suppression comment on any of them applies);
+    ``typevars`` is an explicit ``allow_typevars`` argument written in the call, ``None`` when the context
+    decides.
     """
 
     path: str
@@ -69,21 +99,99 @@ class SchemaSite:
     positions: Sequence[tuple[int, int]]
     context: str
     lines: Sequence[str]
+    span: tuple[int, int] = (0, 0)
+    typevars: bool | None = None
 
     def where(self, offset: int) -> tuple[int, int]:
         """The original (line, column) of the character at ``offset`` in :attr:`text` (clamped)."""
         return self.positions[max(0, min(offset, len(self.text)))]
 
+    @property
+    def typevars_off(self) -> bool:
+        """Whether torch parses this schema with type variables off."""
+        return self.context in TYPEVARS_OFF if self.typevars is None else not self.typevars
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """Something in a file that stops schemas from being read (a Python syntax error, an odd YAML form)."""
+    """Something in a file that is not a checked schema: a note on a schema a static read cannot check
+    (``code`` "template" or "not-static"), an odd YAML form, or, ``fatal``, a file that cannot be read at
+    all (a Python syntax error), which fails the run."""
 
     path: str
     line: int
     column: int
     message: str
     severity: str = "error"
+    code: str = "source"
+    fatal: bool = False
+    span: tuple[int, int] = (0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    """A ``pbp: ignore[rule, ...]`` comment at (line, column); ``rules`` is empty when it is malformed."""
+
+    line: int
+    column: int
+    rules: tuple[str, ...]
+    text: str
+
+
+@dataclass(slots=True)
+class SourceFile:
+    """Everything read from one file: its lines, schema sites and problems in file order, suppressions."""
+
+    path: str
+    lines: list[str]
+    sites: list[SchemaSite] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    suppressions: list[Suppression] = field(default_factory=list)
+
+
+class LinePositions(Sequence[tuple[int, int]]):
+    """Positions of a schema written on one line from column ``column``: character i is at column + i.
+
+    Kept as three numbers rather than a tuple per character: a plain-text file of 100,000 schemas would
+    otherwise hold millions of tuples.
+    """
+
+    __slots__ = ("line", "column", "length")
+
+    def __init__(self, line: int, length: int, column: int = 1) -> None:
+        self.line = line
+        self.column = column
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length + 1
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i <= self.length:
+            raise IndexError(i)
+        return (self.line, self.column + i)
+
+
+class _OffsetPositions(Sequence[tuple[int, int]]):
+    """Positions kept as file offsets (one machine integer per character), turned into (line, column) on demand."""
+
+    __slots__ = ("offsets", "index")
+
+    def __init__(self, offsets: array, index: _LineIndex) -> None:
+        self.offsets = offsets
+        self.index = index
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.index(o) for o in self.offsets[i]]
+        return self.index(self.offsets[i])
 
 
 def kind_for_path(path: str, explicit: bool) -> str | None:
@@ -109,16 +217,95 @@ def split_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
+def read_source(path: str, text: str, kind: str) -> SourceFile:
+    """Everything the checker needs from one file of the given kind (see :class:`SourceFile`)."""
+    lines = split_lines(text)
+    source = SourceFile(path, lines)
+    if kind == "python":
+        _python_source(source, text)
+    elif kind == "cpp":
+        _cpp_source(source, text)
+    elif kind == "yaml":
+        _yaml_source(source)
+    else:
+        source.sites = _text_sites(path, lines)
+    _set_aside_templates(source)
+    return source
+
+
 def read_sites(path: str, text: str, kind: str) -> tuple[list[SchemaSite], list[Problem]]:
     """Every schema site of a file of the given kind, in file order, and the problems met while reading."""
-    lines = split_lines(text)
-    if kind == "python":
-        return _python_sites(path, text, lines)
-    if kind == "cpp":
-        return _cpp_sites(path, text, lines), []
-    if kind == "yaml":
-        return _yaml_sites(path, lines)
-    return _text_sites(path, lines), []
+    source = read_source(path, text, kind)
+    return source.sites, source.problems
+
+
+# ------------------------------------------------------------------------------------------------
+# Templates: Jinja placeholders in a schema literal mean the file is a template (FBGEMM's codegen
+# `*_template.cpp`); what torch receives is the rendered file, so the literal is noted, never parsed.
+
+_TEMPLATE_OPENERS = {"{{": "}}", "{%": "%}", "{#": "#}"}
+
+
+def template_marker(text: str, start: int = 0, end: int | None = None) -> int:
+    """The offset of the first Jinja opener (``{{``, ``{%``, ``{#``) in ``text[start:end]``, or -1."""
+    found = [k for k in (text.find(opener, start, end) for opener in _TEMPLATE_OPENERS) if k >= 0]
+    return min(found, default=-1)
+
+
+def _template_note(path: str, text: str, k: int, where: tuple[int, int], span: tuple[int, int]) -> Problem:
+    close = text.find(_TEMPLATE_OPENERS[text[k : k + 2]], k + 2)
+    shown = " ".join(text[k : close + 2 if close >= 0 else k + 2].split())
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    line, column = where
+    return Problem(
+        path, line, column, f"template: not checked (Jinja '{shown}' is expanded when the file is rendered)", "note", "template", span=span
+    )
+
+
+def _set_aside_templates(source: SourceFile) -> None:
+    kept: list[SchemaSite] = []
+    for site in source.sites:
+        k = template_marker(site.text)
+        if k < 0:
+            kept.append(site)
+        else:
+            source.problems.append(_template_note(site.path, site.text, k, site.where(k), site.span))
+    if len(kept) != len(source.sites):
+        source.sites = kept
+        source.problems.sort(key=lambda p: (p.line, p.column))
+
+
+# ------------------------------------------------------------------------------------------------
+# Suppression comments: `pbp: ignore[rule, rule]` anywhere in a comment of the container language.
+
+
+def parse_directive(comment: str, line: int, column: int) -> Suppression | None:
+    """The suppression in one comment's text (written from ``column`` of ``line``), if it holds one.
+
+    ``pbp: ignore`` not followed by a bracketed, non-empty rule list is returned with no rules (reported
+    as malformed rather than silently doing nothing).
+    """
+    k = comment.find("pbp:")
+    if k < 0:
+        return None
+    j = k + 4
+    while j < len(comment) and comment[j] in " \t":
+        j += 1
+    if comment[j : j + 6] != "ignore":
+        return None
+    j += 6
+    while j < len(comment) and comment[j] in " \t":
+        j += 1
+    text = comment[k:j].rstrip()
+    if comment[j : j + 1] == "[":
+        close = comment.find("]", j)
+        if close > j:
+            text = comment[k : close + 1]
+            rules = tuple(r.strip() for r in comment[j + 1 : close].split(","))
+            if all(rules):
+                return Suppression(line, column + k, rules, text)
+    return Suppression(line, column + k, (), text)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -132,15 +319,54 @@ def _text_sites(path: str, lines: list[str]) -> list[SchemaSite]:
         body = line[start:].rstrip()
         if not body or body[0] == "#":
             continue
-        positions = tuple((lineno, col) for col in range(start + 1, start + len(body) + 2))
-        sites.append(SchemaSite(path, body, positions, CONTEXT_TEXT, lines))
+        sites.append(SchemaSite(path, body, LinePositions(lineno, len(body), start + 1), CONTEXT_TEXT, lines, (lineno, lineno)))
     return sites
 
 
 # ------------------------------------------------------------------------------------------------
 # YAML: `func:` entries as in native_functions.yaml. Only the forms such files use are read: plain
 # scalars (folded over more-indented continuation lines, a ' #' starts a comment), and single- or
-# double-quoted scalars on one line. Anything else is reported rather than guessed at.
+# double-quoted scalars on one line. Anything else is reported rather than guessed at. A YAML file is
+# read as schemas only when it has that shape: at least one `func:` value with an argument list. Kernel
+# lists (`- func: int1mm` / `file: int1mm.metal`) and other YAML that happens to use the key are left alone.
+
+
+def _yaml_source(source: SourceFile) -> None:
+    sites, problems = _yaml_sites(source.path, source.lines)
+    if any("(" in site.text for site in sites):
+        source.sites, source.problems = sites, problems
+    for lineno, line in enumerate(source.lines, 1):
+        if "pbp:" in line:
+            k = _yaml_comment_start(line)
+            if k >= 0:
+                directive = parse_directive(line[k:], lineno, k + 1)
+                if directive is not None:
+                    source.suppressions.append(directive)
+
+
+def _yaml_comment_start(line: str) -> int:
+    """Where a YAML comment starts on a line ('#' at the start or after a blank, outside quotes), or -1."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote == "'":
+            if ch == "'":
+                if line[i + 1 : i + 2] == "'":
+                    i += 1
+                else:
+                    quote = ""
+        elif quote == '"':
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote = ""
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return i
+        elif ch in "'\"" and (i == 0 or line[i - 1] in " \t:-[{,"):
+            quote = ch
+        i += 1
+    return -1
 
 
 def _yaml_sites(path: str, lines: list[str]) -> tuple[list[SchemaSite], list[Problem]]:
@@ -178,7 +404,7 @@ def _yaml_sites(path: str, lines: list[str]) -> tuple[list[SchemaSite], list[Pro
                 problems.append(Problem(path, lineno, k + 1, "unterminated or multi-line quoted 'func:' value"))
             else:
                 text, positions = decoded
-                sites.append(SchemaSite(path, text, positions, CONTEXT_YAML, lines))
+                sites.append(SchemaSite(path, text, positions, CONTEXT_YAML, lines, (lineno, lineno)))
             i += 1
             continue
         chars: list[str] = []
@@ -199,7 +425,7 @@ def _yaml_sites(path: str, lines: list[str]) -> tuple[list[SchemaSite], list[Pro
             continue
         last_line, last_col = positions_list[-1]
         positions_list.append((last_line, last_col + 1))
-        sites.append(SchemaSite(path, "".join(chars), tuple(positions_list), CONTEXT_YAML, lines))
+        sites.append(SchemaSite(path, "".join(chars), tuple(positions_list), CONTEXT_YAML, lines, (lineno, i)))
     return sites, problems
 
 
@@ -211,18 +437,17 @@ def _skip_blanks(line: str, j: int) -> int:
 
 def _yaml_plain_line(line: str, start: int, lineno: int, chars: list[str], positions: list[tuple[int, int]]) -> None:
     end = len(line)
-    j = start
-    while j < len(line):
+    j = line.find("#", start + 1)
+    while j >= 0:
         # ' #' (a blank then '#') starts a comment in a plain scalar; '#' glued to text does not
-        if line[j] == "#" and j > start and line[j - 1] in " \t":
+        if line[j - 1] in " \t":
             end = j
             break
-        j += 1
+        j = line.find("#", j + 1)
     while end > start and line[end - 1] in " \t":
         end -= 1
-    for col in range(start, end):
-        chars.append(line[col])
-        positions.append((lineno, col + 1))
+    chars.extend(line[start:end])
+    positions.extend([(lineno, col + 1) for col in range(start, end)])
 
 
 _YAML_DQ_ESCAPES = {
@@ -279,16 +504,25 @@ def _is_hex(digits: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# C++: a scanner that knows comments, character literals and (raw) string literals with prefixes,
-# enough to find `def(` / `TORCH_SELECTIVE_SCHEMA(` followed by one or more adjacent string literals.
-# Escapes are decoded as a C++ compiler would. The scanner jumps with str.find between the few
-# characters that matter ('/', quotes) because real trees hold thousands of large headers; line and
+# C++ (and Objective-C++): a scanner that knows comments, character literals and (raw) string literals
+# with prefixes, enough to find the calls that take a schema (`def(`, `TORCH_SELECTIVE_SCHEMA(`,
+# `torch::schema(`, `c10::schema(`, `parseSchema(`, `parseSchemaOrName(`) and read their first argument.
+# An argument made only of adjacent string literals is one schema (escapes decoded as a C++ compiler
+# would); one that mixes literals with anything else (a macro, a preprocessor directive, a Jinja block)
+# is a note, never half a schema. The scanner jumps with str.find between the few characters that
+# matter ('/', quotes), remembering where each next one is so that a large file is scanned once (a
+# fresh find per literal would rescan the rest of the file for a character it does not hold); line and
 # column are computed only for the literals that are kept.
 
-_CPP_CALLEES = ("def", "TORCH_SELECTIVE_SCHEMA")
+_CPP_CALLEES = ("def", "TORCH_SELECTIVE_SCHEMA", "schema", "parseSchema", "parseSchemaOrName")
+_CPP_WORDS = ("def", "schema", "Schema", "SCHEMA")  # a file without any of these holds no schema call
 _CPP_STRING_PREFIXES = ("u8R", "LR", "uR", "UR", "R", "u8", "L", "u", "U")  # longest first
 _CPP_SIMPLE_ESCAPES = {"'": "'", '"': '"', "?": "?", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _OCTAL = "01234567"
+_CPP_BODY = re.compile(r'(?:[^"\\\n]+|\\[\s\S])*')  # the inside of a "..." literal (C++ lexing, not schema text)
+# The first argument of a schema call is read token by token up to this many tokens (a schema is a few
+# literals); past it the call is not a schema site. Bounds the work per call, whatever the file holds.
+_CPP_MAX_TOKENS = 512
 
 
 def _is_ident_char(ch: str) -> bool:
@@ -318,9 +552,13 @@ class _CppScan:
         text = self.text
         n = len(text)
         i = code_start = 0
+        # where the next '/', '"' and "'" at or after i are (-1: none left); refreshed only once passed
+        ahead = {ch: text.find(ch) for ch in "/\"'"}
         while i < n:
-            # the next character that can open a comment or a literal
-            j = min((k for k in (text.find("/", i), text.find('"', i), text.find("'", i)) if k >= 0), default=n)
+            for ch, k in ahead.items():
+                if 0 <= k < i:
+                    ahead[ch] = text.find(ch, i)
+            j = min((k for k in ahead.values() if k >= 0), default=n)
             if j >= n:
                 break
             ch = text[j]
@@ -374,10 +612,11 @@ class _CppScan:
 
     def _literal(self, start: int, quote: int) -> _CppLiteral:
         text = self.text
-        k = quote + 1
-        while k < len(text) and text[k] not in '"\n':
-            k += 2 if text[k] == "\\" else 1
-        k = min(k, len(text))
+        # the body ends at the closing quote or at an end of line; a backslash protects the next character
+        # (a line splice included); a lone backslash at the very end runs to the end of the text
+        k = _CPP_BODY.match(text, quote + 1).end()  # type: ignore[union-attr]
+        if text[k : k + 1] == "\\":
+            k = len(text)
         return _CppLiteral(start, min(k + 1, len(text)) if text[k : k + 1] == '"' else k, quote + 1, k, raw=False)
 
     def _raw_literal(self, start: int, quote: int) -> _CppLiteral:
@@ -409,7 +648,7 @@ class _CppScan:
 
 def _cpp_decode(text: str, literal: _CppLiteral) -> tuple[list[str], list[int]]:
     """The characters of a literal and the offset each was written at."""
-    if literal.raw:
+    if literal.raw or text.find("\\", literal.body, literal.body_end) < 0:
         return list(text[literal.body : literal.body_end]), list(range(literal.body, literal.body_end))
     chars: list[str] = []
     offsets: list[int] = []
@@ -477,52 +716,208 @@ class _LineIndex:
         return (line, offset - self.starts[line - 1] + 1)
 
 
-def _cpp_sites(path: str, text: str, lines: list[str]) -> list[SchemaSite]:
-    if "def" not in text and "TORCH_SELECTIVE_SCHEMA" not in text:
-        return []
+def _cpp_source(source: SourceFile, text: str) -> None:
+    wants_sites = any(word in text for word in _CPP_WORDS)
+    if not wants_sites and "pbp:" not in text:
+        return
     scan = _CppScan(text)
     where = _LineIndex(text)
-    sites = []
-    for lo, hi in scan.code:
-        for callee in _CPP_CALLEES:
-            k = text.find(callee, lo, hi)
-            while k >= 0:
-                after = k + len(callee)
-                if (k == 0 or not _is_ident_char(text[k - 1])) and not _is_ident_char(text[after : after + 1] or " "):
-                    site = _cpp_call(scan, where, path, lines, after)
-                    if site is not None:
-                        sites.append((k, site))
-                k = text.find(callee, after, hi)
-    sites.sort(key=lambda item: item[0])
-    return [site for _, site in sites]
+    if wants_sites:
+        found: list[tuple[int, SchemaSite | Problem]] = []
+        for lo, hi in scan.code:
+            for callee in _CPP_CALLEES:
+                k = text.find(callee, lo, hi)
+                while k >= 0:
+                    after = k + len(callee)
+                    if (k == 0 or not _is_ident_char(text[k - 1])) and not _is_ident_char(text[after : after + 1] or " "):
+                        context = _cpp_context(text, k, callee)
+                        item = _cpp_call(scan, where, source, k, after, context) if context else None
+                        if item is not None:
+                            found.append((k, item))
+                    k = text.find(callee, after, hi)
+        found.sort(key=lambda item: item[0])
+        for _, item in found:
+            (source.sites if isinstance(item, SchemaSite) else source.problems).append(item)
+    if "pbp:" in text:
+        for start, end in scan.comments.items():
+            line, column = where(start)
+            directive = parse_directive(text[start:end], line, column)
+            if directive is not None:
+                source.suppressions.append(directive)
 
 
-def _cpp_call(scan: _CppScan, where: _LineIndex, path: str, lines: list[str], after_callee: int) -> SchemaSite | None:
+def _cpp_context(text: str, k: int, callee: str) -> str | None:
+    """The context of a schema call named ``callee`` at offset ``k``; None when it is not one."""
+    if callee == "schema":
+        # only torch::schema / c10::schema: a bare `schema(` is too common a name to be sure of
+        if text[k - 2 : k] != "::":
+            return None
+        j = k - 2
+        while j > 0 and _is_ident_char(text[j - 1]):
+            j -= 1
+        return {"torch": CONTEXT_TORCH_SCHEMA, "c10": CONTEXT_C10_SCHEMA}.get(text[j : k - 2])
+    if callee == "parseSchema":
+        return CONTEXT_JIT_PARSE_SCHEMA
+    if callee == "parseSchemaOrName":
+        return CONTEXT_JIT_PARSE_SCHEMA_OR_NAME
+    return CONTEXT_CPP
+
+
+def _cpp_call(scan: _CppScan, where: _LineIndex, source: SourceFile, callee_at: int, after_callee: int, context: str) -> SchemaSite | Problem | None:
+    """The schema site (or note) of the call whose name ends at ``after_callee``; None if it is not one.
+
+    Reads the first argument up to its ',' or ')' at nesting depth 0. Only string literals at depth 0
+    count (in ``m.def(TORCH_SELECTIVE_SCHEMA("..."))`` the literal belongs to the inner call, found on
+    its own).
+    """
     text = scan.text
+    n = len(text)
     k = scan.skip_blank(after_callee)
     if text[k : k + 1] != "(":
         return None
     k = scan.skip_blank(k + 1)
-    if k not in scan.literals:
+    literals: list[_CppLiteral] = []
+    other = template = -1
+    depth = tokens = 0
+    while True:
+        tokens += 1
+        if k >= n or tokens > _CPP_MAX_TOKENS:
+            return None
+        literal = scan.literals.get(k)
+        if literal is not None:
+            if depth == 0:
+                literals.append(literal)
+            k = scan.skip_blank(literal.end)
+            continue
+        ch = text[k]
+        if depth == 0 and ch in ",)":
+            break
+        if ch == ";" or (depth == 0 and ch in "]}"):
+            return None  # the statement ended: not a call with a schema argument
+        if text[k : k + 2] in _TEMPLATE_OPENERS:
+            template = k
+            break
+        if ch == "#":
+            # a preprocessor directive between the pieces (#if / #else / #endif): its whole logical line
+            other = k if other < 0 else other
+            k = _end_of_logical_line(text, k)
+        elif _is_ident_char(ch):
+            j = k + 1
+            while j < n and _is_ident_char(text[j]):
+                j += 1
+            if depth == 0 and other < 0:
+                other = k
+            k = j
+        else:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif depth == 0 and other < 0:
+                other = k
+            k += 1
+        k = scan.skip_blank(k)
+    if not literals:
         return None
+    span = (where(callee_at)[0], where(k)[0])
+    if template >= 0:
+        return _template_note(source.path, text, template, where(template), span)
+    if other >= 0:
+        line, column = where(other)
+        shown = _cpp_shown(scan, other)
+        if shown.startswith("#"):
+            message = f"cannot read statically: a preprocessor directive ('{shown}') sits between the string literals; not checked"
+        else:
+            message = f"cannot read statically: the schema text is joined with '{shown}', known only when the file is compiled; not checked"
+        return Problem(source.path, line, column, message, "note", "not-static", span=span)
+    offsets = array("q")
     chars: list[str] = []
-    offsets: list[int] = []
-    end = k
-    while k in scan.literals:  # adjacent literals are one string
-        literal = scan.literals[k]
+    for literal in literals:
         decoded, at = _cpp_decode(text, literal)
         chars.extend(decoded)
         offsets.extend(at)
-        end = literal.body_end
-        k = scan.skip_blank(literal.end)
-    positions = tuple(where(o) for o in offsets) + (where(end),)
-    return SchemaSite(path, "".join(chars), positions, CONTEXT_CPP, lines)
+    offsets.append(literals[-1].body_end)
+    typevars = _cpp_bool_argument(scan, k) if context != CONTEXT_CPP and text[k] == "," else None
+    return SchemaSite(source.path, "".join(chars), _OffsetPositions(offsets, where), context, source.lines, span, typevars)
+
+
+def _end_of_logical_line(text: str, k: int) -> int:
+    """The offset of the newline that ends the (backslash-continued) line holding offset ``k``."""
+    while True:
+        end = text.find("\n", k)
+        if end < 0:
+            return len(text)
+        if end > 0 and text[end - 1] == "\\":
+            k = end + 1
+            continue
+        return end
+
+
+def _cpp_shown(scan: _CppScan, k: int) -> str:
+    """The unresolved piece at ``k`` as written, for a note: a name with its parenthesized arguments, a
+    directive line, or one character; blanks collapsed, cut at 40 characters."""
+    text = scan.text
+    if text[k] == "#":
+        end = _end_of_logical_line(text, k)
+    elif _is_ident_char(text[k]):
+        end = k
+        while end < len(text) and (_is_ident_char(text[end]) or text[end : end + 2] == "::"):
+            end += 2 if text[end] == ":" else 1
+        j = scan.skip_blank(end)
+        if text[j : j + 1] == "(":
+            depth = 0
+            while j < len(text) and j < k + 200:
+                literal = scan.literals.get(j)
+                if literal is not None:
+                    j = literal.end
+                    continue
+                depth += {"(": 1, ")": -1}.get(text[j], 0)
+                j += 1
+                if depth == 0:
+                    end = j
+                    break
+    else:
+        end = k + 1
+    shown = " ".join(text[k:end].split())
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _cpp_bool_argument(scan: _CppScan, k: int) -> bool | None:
+    """A ``true``/``false`` written as a later argument of the call (``parseSchema(s, false)``,
+    ``torch::schema(s, kind, true)``: the allow_typevars flag); None when there is none."""
+    text = scan.text
+    depth = tokens = 0
+    flag: bool | None = None
+    k = scan.skip_blank(k + 1)
+    while k < len(text) and tokens < _CPP_MAX_TOKENS:
+        tokens += 1
+        literal = scan.literals.get(k)
+        if literal is not None:
+            k = scan.skip_blank(literal.end)
+            continue
+        ch = text[k]
+        if ch == ";" or (depth == 0 and ch == ")"):
+            break
+        if _is_ident_char(ch):
+            j = k + 1
+            while j < len(text) and _is_ident_char(text[j]):
+                j += 1
+            if depth == 0 and text[k:j] in ("true", "false"):
+                flag = text[k:j] == "true"
+            k = j
+        else:
+            depth += {"(": 1, ")": -1, "[": 1, "]": -1, "{": 1, "}": -1}.get(ch, 0)
+            k += 1
+        k = scan.skip_blank(k)
+    return flag
 
 
 # ------------------------------------------------------------------------------------------------
 # Python: calls found with `ast`; string arguments folded from literals (including implicit
-# concatenation), `+` of foldable parts and module-level names bound once to a foldable value.
-# Character positions come from `tokenize`, because `ast` only knows where a whole literal starts.
+# concatenation and f-strings without fields), `+` of foldable parts and module-level names bound once to
+# a foldable value. An argument that holds a literal but cannot be folded (an f-string field, `%`,
+# `.format()`, a name bound elsewhere) is a `not-static` note. Character positions come from reading the
+# literal's own source text, because `ast` only knows where a whole literal starts.
 
 _LIBRARY_DEFINE_FUNCS = frozenset({"torch.library.define", "torch._library.define"})
 _CUSTOM_OP_FUNCS = frozenset(
@@ -530,27 +925,48 @@ _CUSTOM_OP_FUNCS = frozenset(
 )
 _PARSE_SCHEMA_FUNCS = frozenset({"torch._C.parse_schema"})
 _LIBRARY_FACTORIES = frozenset({"Library", "_scoped_library"})
-# A file mentions one of these or holds no schema site (checked before paying for ast.parse).
+# A file mentions one of these or holds no schema site (checked before paying for ast.parse, which
+# costs about 0.4 s per MB: a whole tree of Python is mostly files without a schema).
 _PYTHON_WORDS = ("define(", ".define", "custom_op", "triton_op", "parse_schema")
 
 _Folded = tuple[str, tuple[tuple[int, int], ...]]  # text and per-character positions (no end entry)
 
 
-def _python_sites(path: str, text: str, lines: list[str]) -> tuple[list[SchemaSite], list[Problem]]:
+def _python_source(source: SourceFile, text: str) -> None:
+    if "pbp:" in text:
+        source.suppressions.extend(_python_suppressions(text))
     if not any(word in text for word in _PYTHON_WORDS):
-        return [], []
+        return
+    path = source.path
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
-        return [], [Problem(path, line, col, f"cannot read Python source ({exc.msg}); its schemas were not checked", "warning")]
+        source.problems.append(Problem(path, line, col, f"cannot parse Python source ({exc.msg}); its schemas were not checked", fatal=True))
+        return
     except ValueError as exc:  # e.g. NUL bytes in the source
-        return [], [Problem(path, 1, 1, f"cannot read Python source ({exc}); its schemas were not checked", "warning")]
-    except RecursionError:  # CPython's own parser gives up on very deeply nested expressions
-        return [], [Problem(path, 1, 1, "cannot read Python source (nested too deeply); its schemas were not checked", "warning")]
-    reader = _PythonReader(path, lines, tree)
-    return reader.sites, []
+        source.problems.append(Problem(path, 1, 1, f"cannot parse Python source ({exc}); its schemas were not checked", fatal=True))
+        return
+    except (RecursionError, MemoryError):  # CPython's own parser gives up on very deeply nested expressions
+        source.problems.append(Problem(path, 1, 1, "cannot parse Python source (nested too deeply); its schemas were not checked", fatal=True))
+        return
+    reader = _PythonReader(path, source.lines, tree)
+    source.sites.extend(reader.sites)
+    source.problems.extend(reader.notes)
+
+
+def _python_suppressions(text: str) -> list[Suppression]:
+    found: list[Suppression] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT and "pbp:" in tok.string:
+                directive = parse_directive(tok.string, tok.start[0], tok.start[1] + 1)
+                if directive is not None:
+                    found.append(directive)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # a file tokenize cannot finish is reported by ast.parse; the comments before the error count
+    return found
 
 
 class _PythonReader:
@@ -571,13 +987,14 @@ class _PythonReader:
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.withitem, ast.arg)):
                 bindings.append(node)
         self.libraries = self._library_bindings(bindings)
-        found: list[tuple[tuple[int, int], SchemaSite]] = []
+        found: list[tuple[tuple[int, int], SchemaSite | Problem]] = []
         for call in calls:
-            site = self._call(call)
-            if site is not None:
-                found.append(((call.lineno, call.col_offset), site))
+            item = self._call(call)
+            if item is not None:
+                found.append(((call.lineno, call.col_offset), item))
         found.sort(key=lambda item: item[0])  # ast.walk is breadth-first; report in file order
-        self.sites = [site for _, site in found]
+        self.sites = [item for _, item in found if isinstance(item, SchemaSite)]
+        self.notes = [item for _, item in found if isinstance(item, Problem)]
 
     def _qualified(self, func: ast.expr) -> str | None:
         parts: list[str] = []
@@ -624,36 +1041,71 @@ class _PythonReader:
         # ScriptModule.define(source) and other unrelated .define methods are left alone
         return name in self.libraries or "lib" in name.rpartition(".")[2].lower()
 
-    def _call(self, node: ast.Call) -> SchemaSite | None:
+    def _call(self, node: ast.Call) -> SchemaSite | Problem | None:
         qualified = self._qualified(node.func)
         if qualified in _LIBRARY_DEFINE_FUNCS:
             first = node.args[0] if node.args else None
-            if first is not None and not any(kw.arg == "qualname" for kw in node.keywords) and self._fold(first, depth=0) is None:
+            if first is not None and not any(kw.arg == "qualname" for kw in node.keywords) and self._fold(first, depth=0) is None and not _holds_literal(first, self.constants):
                 # the old overload torch.library.define(lib, schema): a whole named schema
-                return self._site(_argument(node, 1, "schema"), CONTEXT_LIBRARY_DEFINE)
-            return self._site(_argument(node, 1, "schema"), CONTEXT_TORCH_LIBRARY_DEFINE)
+                return self._site(node, _argument(node, 1, "schema"), CONTEXT_LIBRARY_DEFINE)
+            return self._site(node, _argument(node, 1, "schema"), CONTEXT_TORCH_LIBRARY_DEFINE)
         if qualified in _CUSTOM_OP_FUNCS:
-            return self._site(_argument(node, None, "schema"), CONTEXT_CUSTOM_OP)
+            return self._site(node, _argument(node, None, "schema"), CONTEXT_CUSTOM_OP)
         if qualified in _PARSE_SCHEMA_FUNCS:
-            return self._site(_argument(node, 0, "schema"), CONTEXT_PARSE_SCHEMA)
+            return self._site(node, _argument(node, 0, "schema"), CONTEXT_PARSE_SCHEMA)
         if isinstance(node.func, ast.Attribute) and node.func.attr == "define" and self._is_library(node.func.value):
             # Library.define(schema, alias_analysis="", *, tags=())
-            return self._site(_argument(node, 0, "schema"), CONTEXT_LIBRARY_DEFINE)
+            return self._site(node, _argument(node, 0, "schema"), CONTEXT_LIBRARY_DEFINE)
         return None
 
-    def _site(self, arg: ast.expr | None, context: str) -> SchemaSite | None:
+    def _site(self, call: ast.Call, arg: ast.expr | None, context: str) -> SchemaSite | Problem | None:
         if arg is None:
             return None
+        span = (call.lineno, call.end_lineno or call.lineno)
         folded = self._fold(arg, depth=0)
         if folded is None:
-            return None
+            return self._not_static(arg, span)
         text, positions = folded
         if positions:
             line, col = positions[-1]
             end = (line, col + 1)
         else:
             end = self._start(arg)
-        return SchemaSite(self.path, text, positions + (end,), context, self.lines)
+        return SchemaSite(self.path, text, positions + (end,), context, self.lines, span)
+
+    def _not_static(self, arg: ast.expr, span: tuple[int, int]) -> Problem | None:
+        """A note for an argument that holds a string literal but cannot be folded; None for one that
+        holds none (a name bound in a function, a parameter: there is nothing to read)."""
+        if not _holds_literal(arg, self.constants):
+            return None
+        part = self._unfoldable_part(arg, depth=0)
+        if isinstance(part, ast.FormattedValue):
+            what = f"the f-string field {{{_shown(part.value)}}}"
+            at = part.value
+        elif isinstance(part, ast.BinOp) and isinstance(part.op, ast.Mod):
+            what, at = "'%' formatting", part
+        elif isinstance(part, ast.Call) and isinstance(part.func, ast.Attribute) and part.func.attr == "format":
+            what, at = "str.format()", part
+        else:
+            what, at = f"'{_shown(part)}'", part
+        line, column = self._start(at)
+        message = f"cannot read statically: the schema text is built with {what}, known only when the code runs; not checked"
+        return Problem(self.path, line, column, message, "note", "not-static", span=span)
+
+    def _unfoldable_part(self, node: ast.expr, depth: int) -> ast.expr:
+        """The first part, left to right, that stops :meth:`_fold` (the node itself if nothing smaller)."""
+        if depth > 50:
+            return node
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            if self._fold(node.left, depth + 1) is None:
+                return self._unfoldable_part(node.left, depth + 1)
+            if self._fold(node.right, depth + 1) is None:
+                return self._unfoldable_part(node.right, depth + 1)
+        if isinstance(node, ast.JoinedStr):
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    return value
+        return node
 
     def _start(self, node: ast.expr) -> tuple[int, int]:
         """1-based (line, character column) of a node (``ast`` counts columns in UTF-8 bytes)."""
@@ -665,7 +1117,10 @@ class _PythonReader:
         if depth > 50:  # a chain of names or '+' this long is not a schema literal worth following
             return None
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return self._literal(node)
+            return self._literal(node, node.value)
+        if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in node.values):
+            # an f-string without fields (possibly joined with plain literals) is a constant string
+            return self._literal(node, "".join(v.value for v in node.values))  # type: ignore[attr-defined]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left = self._fold(node.left, depth + 1)
             right = self._fold(node.right, depth + 1) if left is not None else None
@@ -676,14 +1131,14 @@ class _PythonReader:
             return self._fold(self.constants[node.id], depth + 1)
         return None
 
-    def _literal(self, node: ast.Constant) -> _Folded:
-        """Decode the literal's STRING tokens (implicit concatenation included) with positions.
+    def _literal(self, node: ast.expr, value: str) -> _Folded:
+        """Decode the literal's string tokens (implicit concatenation included) with positions.
 
-        Only the literal's own source is tokenized, wrapped in parentheses so that a concatenation over
-        several lines tokenizes on its own; token positions are shifted back to the file's.
+        Only the literal's own source is read; each token's characters are mapped back to the file and
+        the decoded text must equal ``ast``'s value (else every character points at the literal's start
+        rather than at a wrong column).
         """
         start_line, start_col = self._start(node)
-        value = node.value
         end_line = node.end_lineno or start_line
         if node.end_col_offset is None or not 0 < start_line <= end_line <= len(self.lines):
             return value, tuple((start_line, start_col) for _ in value)
@@ -692,26 +1147,85 @@ class _PythonReader:
         segment[0] = segment[0][start_col - 1 :]
         chars: list[str] = []
         positions: list[tuple[int, int]] = []
-        try:
-            tokens = list(tokenize.generate_tokens(io.StringIO("(" + "\n".join(segment) + ")").readline))
-        except (tokenize.TokenError, SyntaxError):
-            tokens = []
-        for tok in tokens:
-            if tok.type != tokenize.STRING:
-                continue
-            row, col = tok.start
-            line = start_line + row - 1
-            column = col + 1 + (start_col - 2 if row == 1 else 0)  # the '(' we added shifts line 1 by one
-            decoded = _decode_python_string(tok.string, line, column)
+        for token, row, col in _string_tokens(segment):
+            line = start_line + row
+            column = col + 1 + (start_col - 1 if row == 0 else 0)
+            decoded = _decode_python_string(token, line, column)
             if decoded is None:
                 break
             chars.extend(decoded[0])
             positions.extend(decoded[1])
         if "".join(chars) != value:
-            # Our decoding disagrees with Python's (should not happen): keep Python's text and point
-            # every character at the start of the literal rather than at a wrong column.
             return value, tuple((start_line, start_col) for _ in value)
         return value, tuple(positions)
+
+
+def _string_tokens(segment: list[str]) -> list[tuple[str, int, int]]:
+    """The string literal tokens of the source of one (implicitly concatenated) literal, with their
+    0-based row and column in ``segment``. Between tokens only blanks, comments, line continuations and
+    parentheses can appear. Read by hand so that f-strings come out the same on every Python version
+    (3.12 tokenizes them into pieces)."""
+    src = "\n".join(segment)
+    starts = [0]
+    for line in segment[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    tokens: list[tuple[str, int, int]] = []
+    i, n = 0, len(src)
+    while i < n:
+        ch = src[i]
+        if ch in " \t\f\r\n()":
+            i += 1
+            continue
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "#":
+            end = src.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        j = i
+        while j < n and src[j].isalpha():
+            j += 1
+        if j >= n or src[j] not in "'\"":
+            break  # not a string token: stop, the caller's cross-check will notice
+        quote = src[j : j + 3] if src[j : j + 3] in ("'''", '"""') else src[j]
+        k = _PY_BODIES[quote].match(src, j + len(quote)).end()  # type: ignore[union-attr]
+        end = min(k + len(quote), n)
+        row = bisect.bisect_right(starts, i) - 1
+        tokens.append((src[i:end], row, i - starts[row]))
+        i = end
+    return tokens
+
+
+# The inside of a Python string token for each quote (Python lexing, not schema text): up to the closing
+# quote, a backslash protecting the next character; single-quoted bodies stop at an end of line.
+_PY_BODIES = {
+    "'": re.compile(r"(?:[^'\\\n]+|\\[\s\S])*"),
+    '"': re.compile(r'(?:[^"\\\n]+|\\[\s\S])*'),
+    "'''": re.compile(r"(?:[^'\\]+|\\[\s\S]|'(?!''))*"),
+    '"""': re.compile(r'(?:[^"\\]+|\\[\s\S]|"(?!""))*'),
+}
+
+
+def _holds_literal(node: ast.expr, constants: dict[str, ast.expr]) -> bool:
+    """Whether an expression holds a string literal (directly or through a module constant)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.JoinedStr) or (isinstance(sub, ast.Constant) and isinstance(sub.value, str)):
+            return True
+        if isinstance(sub, ast.Name) and sub.id in constants:
+            value = constants[sub.id]
+            if isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                return True
+    return False
+
+
+def _shown(node: ast.expr) -> str:
+    try:
+        text = ast.unparse(node)
+    except (ValueError, TypeError, RecursionError):  # pragma: no cover - ast.unparse handles parsed trees
+        text = type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -774,17 +1288,23 @@ _PY_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f":
 
 
 def _decode_python_string(token: str, row: int, col: int) -> tuple[list[str], list[tuple[int, int]]] | None:
-    """Decode one Python STRING token written at (row, col); ``None`` for bytes and f-strings."""
+    """Decode one Python string token written at (row, col); ``None`` for bytes and for f-strings with
+    fields (an f-string without fields decodes like a plain string, ``{{`` and ``}}`` being ``{`` and ``}``)."""
     q = 0
     while q < len(token) and token[q] not in "'\"":
         q += 1
     prefix = token[:q].lower()
-    if "b" in prefix or "f" in prefix:
+    if "b" in prefix:
         return None
+    fstring = "f" in prefix
     raw = "r" in prefix
     quote = token[q : q + 3] if token[q : q + 3] in ("'''", '"""') else token[q]
     body_start = q + len(quote)
     body_end = len(token) - len(quote)
+    body = token[body_start:body_end]
+    if "\\" not in body and "\n" not in body and not (fstring and ("{" in body or "}" in body)):
+        # the common case: every character stands for itself, on one line
+        return list(body), [(row, col + i) for i in range(body_start, body_end)]
     # positions of each character of the token in the file
     line, column = row, col
     where: list[tuple[int, int]] = []
@@ -800,6 +1320,13 @@ def _decode_python_string(token: str, row: int, col: int) -> tuple[list[str], li
     i = body_start
     while i < body_end:
         ch = token[i]
+        if fstring and ch in "{}":
+            if token[i + 1 : i + 2] != ch:
+                return None  # a field: not a constant string
+            chars.append(ch)
+            positions.append(where[i])
+            i += 2
+            continue
         if ch != "\\" or raw:
             if raw and ch == "\\" and i + 1 < body_end:
                 # a raw string keeps the backslash and the character it protects

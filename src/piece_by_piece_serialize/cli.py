@@ -56,15 +56,23 @@ def _build_parser() -> argparse.ArgumentParser:
         help="find and check every schema in files and folders",
         description=(
             "Find every operator schema in the given files and folders (plain text, one schema per line; Python "
-            "torch.library.define / Library.define / custom_op(schema=...); C++ def( and TORCH_SELECTIVE_SCHEMA( "
-            "string literals; YAML func: entries) and check it. '-' reads plain text from stdin. With no path, "
-            "checks every schema registered in the installed torch and prints a summary."
+            "torch.library.define / Library.define / custom_op(schema=...) / torch._C.parse_schema; C++ and "
+            "Objective-C++ def(, TORCH_SELECTIVE_SCHEMA(, torch::schema( and torch::jit::parseSchema( string "
+            "literals; YAML func: entries of native_functions.yaml-shaped files) and check it. '-' reads plain "
+            "text from stdin. With no path, checks every schema registered in the installed torch and prints a "
+            "summary. Settings are read from [tool.pbp-serialize] in the nearest pyproject.toml."
         ),
     )
     check.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin")
     check.add_argument("--strict", action="store_true", help="treat warnings as errors")
-    check.add_argument("--format", choices=("text", "json"), default="text", help="output format (json: one record per line)")
+    check.add_argument(
+        "--format",
+        choices=("text", "json", "github", "sarif"),
+        default="text",
+        help="output format (json: one record per line; github: workflow annotations; sarif: one SARIF 2.1.0 document)",
+    )
     check.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line")
+    _add_reading_options(check)
     check.set_defaults(handler=_cmd_schema_check)
 
     fmt = schema_commands.add_parser(
@@ -76,6 +84,7 @@ def _build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin (default: stdin)")
     fmt.add_argument("--check", action="store_true", help="only report schemas that are not canonical")
     fmt.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    _add_reading_options(fmt)
     fmt.set_defaults(handler=_cmd_schema_format)
 
     names = schema_commands.add_parser("names", help="print the argument names of a schema, one per line")
@@ -105,6 +114,22 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     demo.set_defaults(handler=_cmd_demo)
     return parser
+
+
+def _add_reading_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--require-name",
+        action="store_true",
+        help="plain-text and stdin schemas must have an operator name (by default '(Tensor x) -> Tensor' is accepted too)",
+    )
+    command.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="skip files and folders matching this glob (repeatable, or comma-separated); added to the configured exclude",
+    )
+    command.add_argument("--config", metavar="FILE", help="read [tool.pbp-serialize] from FILE instead of the nearest pyproject.toml")
 
 
 def run(argv: Sequence[str]) -> int:
@@ -144,13 +169,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _cmd_schema_check(args: argparse.Namespace) -> int:
     from ._check import check_command
 
-    return check_command(args.paths, strict=args.strict, fmt=args.format, quiet=args.quiet)
+    return check_command(
+        args.paths,
+        strict=args.strict,
+        fmt=args.format,
+        quiet=args.quiet,
+        require_name=args.require_name,
+        exclude=args.exclude,
+        config=args.config,
+    )
 
 
 def _cmd_schema_format(args: argparse.Namespace) -> int:
     from ._check import format_command
 
-    return format_command(args.paths or ["-"], check=args.check, quiet=args.quiet)
+    return format_command(
+        args.paths or ["-"],
+        check=args.check,
+        quiet=args.quiet,
+        require_name=args.require_name,
+        exclude=args.exclude,
+        config=args.config,
+    )
 
 
 def _cmd_schema_names(args: argparse.Namespace) -> int:
