@@ -5,13 +5,18 @@ then rebuild them from the flat list and the type-info strings fixed when the op
 strings are computed once, outside the timing, exactly as the operator would hold them.
 
 Inputs: an LLM decode step (``input_ids``, ``attention_mask`` and a transformers ``DynamicCache`` of 2
-and of 32 layers) and a detection input (a list of images and a list of target dicts).
+and of 32 layers, a 32-layer ``StaticCache``, and a 32-layer hybrid cache laid out as Qwen3-Next's: three
+linear-attention layers for one full-attention layer) and a detection input (a list of images and a list of
+target dicts).
 
 Baselines, each doing the same job on the same tensors:
 
 * torch pytree: ``tree_flatten`` + ``tree_unflatten`` of the same structure built from plain containers
   (a cache becomes a list of ``(key, value)`` tuples, because transformers 5.x registers no pytree node
   for its caches). This is the floor: it does no checks and writes no strings.
+* transformers' own pytree functions for export (``transformers.exporters.exporter_dynamo``: what
+  ``register_cache_pytrees_for_model`` registers), flattening the cache object and rebuilding it, for the
+  static and hybrid caches, which the original algorithm cannot carry (it knew ``DynamicCache`` only);
 * the original algorithm, re-implemented below from its description (treespec-anchors.md section 0):
   per-argument dispatch by ``isinstance``/class name, ``DynamicCache__N_N`` as keys then values, string
   prefixes and ``split`` to read the type strings back, and every ``___`` name decoded with
@@ -156,6 +161,52 @@ def _decode_step(n_layers: int) -> tuple[tuple, tuple]:
     return (ids, mask, cache), (ids, mask, plain)
 
 
+def _static_step(n_layers: int) -> tuple[tuple, tuple]:
+    """A decode step with a StaticCache after a 7-token prefill (as torch.compile and transformers' export use)."""
+    import torch
+    from transformers.cache_utils import StaticCache
+
+    cache = StaticCache(config=_config(n_layers), max_cache_len=64)
+    for i in range(n_layers):
+        cache.update(torch.randn(1, 2, 7, 4), torch.randn(1, 2, 7, 4), i)
+    ids = torch.tensor([[17]])
+    mask = torch.ones(1, 8, dtype=torch.long)
+    plain = [(layer.keys, layer.values, layer.cumulative_length) for layer in cache.layers]
+    return (ids, mask, cache), (ids, mask, plain)
+
+
+def _hybrid_step(n_layers: int) -> tuple[tuple, tuple]:
+    """A decode step with Qwen3-Next's cache layout: linear-attention layers (conv and recurrent states) and
+    every fourth layer a full-attention one."""
+    import torch
+    from transformers.cache_utils import DynamicCache, DynamicLayer, LinearAttentionLayer
+
+    cache = DynamicCache()
+    cache.layers = [DynamicLayer() if i % 4 == 3 else LinearAttentionLayer() for i in range(n_layers)]
+    for layer in cache.layers:
+        if isinstance(layer, DynamicLayer):
+            layer.update(torch.randn(1, 2, 7, 4), torch.randn(1, 2, 7, 4))
+        else:
+            layer.update_conv_state(torch.randn(1, 16, 7), conv_kernel_size=4)
+            layer.update_recurrent_state(torch.randn(1, 2, 8, 8))
+    cache.layer_class_to_replicate = None
+    ids = torch.tensor([[17]])
+    mask = torch.ones(1, 8, dtype=torch.long)
+    plain = [
+        (layer.keys, layer.values) if isinstance(layer, DynamicLayer) else (layer.conv_states[0], layer.recurrent_states[0])
+        for layer in cache.layers
+    ]
+    return (ids, mask, cache), (ids, mask, plain)
+
+
+def _config(n_layers: int) -> Any:
+    from transformers import AutoConfig
+
+    return AutoConfig.for_model(
+        "llama", num_hidden_layers=n_layers, num_attention_heads=2, num_key_value_heads=2, head_dim=4, hidden_size=8
+    )
+
+
 def _detection() -> tuple[tuple, tuple]:
     import torch
 
@@ -172,8 +223,14 @@ def hot_path_inputs() -> dict[str, tuple[tuple, tuple]]:
     return {
         "decode step, 2-layer DynamicCache": _decode_step(2),
         "decode step, 32-layer DynamicCache": _decode_step(32),
+        "decode step, 32-layer StaticCache": _static_step(32),
+        "decode step, 32-layer hybrid cache (24 linear-attention, 8 full)": _hybrid_step(32),
         "detection (images, targets)": _detection(),
     }
+
+
+# the cases the original algorithm cannot carry: compared with transformers' export pytree functions instead
+_NOT_ORIGINAL = ("StaticCache", "hybrid")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -194,29 +251,45 @@ def hot_path(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
     for case, (inputs, plain) in hot_path_inputs().items():
         types = [type_as_str_with_info(a) for a in inputs]
-        orig_types = [orig.type_str(a) for a in inputs]
         # each side must really round-trip before it is timed
         back = deserialize_args(list(serialize_args(inputs, None, None)), types)
         assert len(back) == len(inputs) and type(back[-1]) is type(inputs[-1])
-        orig_back = orig.deserialize_args(orig.serialize_args(inputs), orig_types)
-        assert len(orig_back) == len(inputs) and type(orig_back[-1]) is type(inputs[-1])
 
         def ours() -> None:
             deserialize_args(serialize_args(inputs, None, None), types)
-
-        def original() -> None:
-            orig.deserialize_args(orig.serialize_args(inputs), orig_types)
 
         def pytree() -> None:
             leaves, spec = tree_flatten(plain)
             tree_unflatten(leaves, spec)
 
-        t = interleaved({"ours": ours, "pytree": pytree, "orig": original}, repeats=3 if args.quick else 21,
-                        number=_number(args))
+        funcs = {"ours": ours, "pytree": pytree}
+        if any(word in case for word in _NOT_ORIGINAL):
+            from transformers.exporters import exporter_dynamo as ed
+
+            cache = inputs[-1]
+            assert type(ed._pytree_unflatten(*ed._pytree_flatten(cache))) is type(cache)
+
+            def transformers_export() -> None:
+                leaves, context = ed._pytree_flatten(cache)
+                ed._pytree_unflatten(leaves, context)
+                serialize_args(inputs[:-1], None, None)  # the other arguments, as ours handles them too
+
+            funcs["other"] = transformers_export
+            other = "transformers export pytree (exporter_dynamo)"
+        else:
+            orig_types = [orig.type_str(a) for a in inputs]
+            orig_back = orig.deserialize_args(orig.serialize_args(inputs), orig_types)
+            assert len(orig_back) == len(inputs) and type(orig_back[-1]) is type(inputs[-1])
+
+            def original() -> None:
+                orig.deserialize_args(orig.serialize_args(inputs), orig_types)
+
+            funcs["other"] = original
+            other = "original algorithm"
+        t = interleaved(funcs, repeats=3 if args.quick else 21, number=_number(args))
         n_items = len(serialize_args(inputs, None, None))
         note = f"{n_items} tensors"
         rows.append(Row("hotpath", f"serialize_args + deserialize_args, {case}", t["ours"],
                         "torch pytree flatten+unflatten", t["pytree"], 1.5, note=note))
-        rows.append(Row("hotpath", f"serialize_args + deserialize_args, {case}", t["ours"],
-                        "original algorithm", t["orig"], 1.0, note=note))
+        rows.append(Row("hotpath", f"serialize_args + deserialize_args, {case}", t["ours"], other, t["other"], 1.0, note=note))
     return rows

@@ -376,7 +376,9 @@ def _verify(data: bytes, res: list[object], types: list[str], out: object, clone
             expected = pytree.tree_unflatten(expected_leaves, tree.spec)  # type: ignore[attr-defined]
             got_leaves, got_spec = pytree.tree_flatten(obj)  # type: ignore[attr-defined]
             want_leaves, want_spec = pytree.tree_flatten(expected)  # type: ignore[attr-defined]
-            if got_spec != want_spec or len(got_leaves) != len(want_leaves):
+            # torch.Size nodes come back as torch.Size (torch's own unflatten gives a tuple, which it then
+            # flattens as a tuple node): the rebuilt value's spec is the decoded one, Size nodes included
+            if _size_as_tuple(torch, pytree, got_spec) != want_spec or len(got_leaves) != len(want_leaves):
                 raise fail(data, f"{tt!r} rebuilt as {obj!r}, torch rebuilds {expected!r}")
             placeholder_at = {id(leaf): index for index, leaf in zip(caches, [expected_leaves[i] for i in caches])}
             for got, want in zip(got_leaves, want_leaves):
@@ -411,6 +413,16 @@ def _same(t: dict[str, object], a: object, b: object, top: bool = True) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(t, x, y, False) for x, y in zip(a, b))  # type: ignore[arg-type]
     return a is b or a == b
+
+
+def _size_as_tuple(torch: object, pytree: object, spec: object) -> object:
+    """``spec`` with its torch.Size nodes turned into the tuple nodes torch's own rebuild makes of them."""
+    if spec.type is None:  # type: ignore[attr-defined]
+        return spec
+    children = [_size_as_tuple(torch, pytree, c) for c in spec.children()]  # type: ignore[attr-defined]
+    if spec.type is torch.Size:  # type: ignore[attr-defined]
+        return pytree.TreeSpec(tuple, None, children)  # type: ignore[attr-defined]
+    return pytree.TreeSpec(spec.type, spec.context, children)  # type: ignore[attr-defined]
 
 
 def _modern(ti: object, info: object) -> object:

@@ -39,7 +39,9 @@ def assert_same(expected: Any, got: Any, same_objects: bool = False, path: str =
     if isinstance(expected, float) and math.isnan(expected):
         assert math.isnan(got), f"{path}: {got!r} != nan"
         return 0
-    if type(expected).__name__ in ("DynamicCache", "EncoderDecoderCache"):
+    if type(expected).__module__ == "transformers.cache_utils" and (
+        hasattr(expected, "layers") or hasattr(expected, "self_attention_cache")
+    ):
         n = 0
         old, new = _cache_layers(expected), _cache_layers(got)
         assert len(old) == len(new), f"{path}: {len(new)} layers != {len(old)}"
@@ -48,6 +50,11 @@ def assert_same(expected: Any, got: Any, same_objects: bool = False, path: str =
         for i, (a, b) in enumerate(zip(old, new)):
             assert type(a) is type(b), f"{path}.layers[{i}]: {type(b).__name__} != {type(a).__name__}"
             assert getattr(a, "sliding_window", None) == getattr(b, "sliding_window", None), f"{path}.layers[{i}]"
+            if not hasattr(a, "is_initialized"):  # a linear-attention layer: its states, then all its state
+                for k in ("conv_states", "recurrent_states"):
+                    n += assert_same(vars(a)[k], vars(b)[k], same_objects, f"{path}.layers[{i}].{k}")
+                assert_same_state(a, b, f"{path}.layers[{i}]")
+                continue
             assert a.is_initialized == b.is_initialized, f"{path}.layers[{i}]: population differs"
             if a.is_initialized:
                 n += assert_same(a.keys, b.keys, same_objects, f"{path}.layers[{i}].keys")

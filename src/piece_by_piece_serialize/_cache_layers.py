@@ -34,7 +34,7 @@ on a layer that holds no tensors (the ``device`` of a reset layer) are overwritt
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 from ._cache_kinds import LayerKind, layer_kind
 from .type_info import LayerInfo, LinearState
@@ -68,7 +68,7 @@ def _is_int(x: Any) -> bool:
 
 def check_tensor(x: Any, what: str) -> Any:
     if not isinstance(x, _Tensor):
-        raise TypeError(f"{what} must be a tensor, got a {type(x).__name__}")
+        raise TypeError(f"item {what} must be a tensor, got a {type(x).__name__}")
     return x
 
 
@@ -76,7 +76,7 @@ def check_position(x: Any, what: str) -> Any:
     """A position counter kept as a tensor (a static layer's cumulative_length): a 0-d integer tensor."""
     check_tensor(x, what)
     if x.dim() != 0 or x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == _torch.bool:
-        raise ValueError(f"{what} must be a 0-d integer tensor, got {x.dtype} of shape {tuple(x.shape)}")
+        raise ValueError(f"item {what} must be a 0-d integer tensor, got {x.dtype} of shape {tuple(x.shape)}")
     return x
 
 
@@ -87,7 +87,7 @@ def check_kv(x: Any, what: str) -> Any:
     check_tensor(x, what)
     if x.dim() < 2 and not (x.dim() == 1 and x.numel() == 0):
         raise ValueError(
-            f"{what} has shape {tuple(x.shape)}; the key and value tensors of a cache layer need rank >= 2 "
+            f"item {what} has shape {tuple(x.shape)}; the key and value tensors of a cache layer need rank >= 2 "
             "(..., seq_len, head_dim)"
         )
     return x
@@ -95,7 +95,7 @@ def check_kv(x: Any, what: str) -> Any:
 
 def check_int(x: Any, what: str) -> Any:
     if isinstance(x, bool) or not _is_int(x):
-        raise TypeError(f"{what} must be a Python int, got a {type(x).__name__}")
+        raise TypeError(f"item {what} must be a Python int, got a {type(x).__name__}")
     return x
 
 
@@ -127,22 +127,22 @@ def check_count(x: Any, what: str) -> Any:
     """The count a count tensor carries; a clear error for anything else."""
     if not isinstance(x, _Tensor) or x.dim() != 2 or x.shape[1] != 0:
         got = f"shape {tuple(x.shape)}" if isinstance(x, _Tensor) else f"a {type(x).__name__}"
-        raise TypeError(f"{what} must be a count tensor torch.empty((n, 0)) carrying the count n, got {got}")
+        raise TypeError(f"item {what} must be a count tensor torch.empty((n, 0)) carrying the count n, got {got}")
     return x.shape[0]
 
 
-def _check_static_kv(keys: Any, values: Any, max_cache_len: int, what: str) -> None:
+def _check_static_kv(keys: Any, values: Any, max_cache_len: int, what: str = "") -> None:
     for name, x in (("keys", keys), ("values", values)):
-        check_tensor(x, f"{what} item {name}")
+        check_tensor(x, name)
         if x.dim() != 4:
-            raise ValueError(f"{what} item {name} has shape {tuple(x.shape)}; a static layer holds rank-4 tensors")
+            raise ValueError(f"item {name} has shape {tuple(x.shape)}; a static layer holds rank-4 tensors")
     if keys.shape[2] != max_cache_len or values.shape[2] != max_cache_len:
         raise ValueError(
-            f"{what}: keys {tuple(keys.shape)} and values {tuple(values.shape)} must hold max_cache_len="
+            f"keys {tuple(keys.shape)} and values {tuple(values.shape)} must hold max_cache_len="
             f"{max_cache_len} positions (dimension 2)"
         )
     if keys.shape[:2] != values.shape[:2]:
-        raise ValueError(f"{what}: keys {tuple(keys.shape)} and values {tuple(values.shape)} differ in batch or heads")
+        raise ValueError(f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ in batch or heads")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ class LayerAdapter:
         self.fill(state, info, take, what)
         for name in self.extra:  # after everything else, as LayerInfo.item_names() lists them
             item = take()
-            state[name] = check_count(item, f"{what} item {name}") if name in self.extra_counts else check_tensor(item, f"{what} item {name}")
+            state[name] = check_count(item, name) if name in self.extra_counts else check_tensor(item, name)
         obj = _new(self.cls)
         target = obj.__dict__
         for name in self.order:
@@ -277,9 +277,9 @@ class DynamicAdapter(LayerAdapter):
 
     def attention_fill(self, obj: Any, populated: bool, take: _Take, what: str) -> None:
         if populated:
-            keys = check_kv(take(), f"{what} item keys")
+            keys = check_kv(take(), "keys")
             obj["keys"] = keys
-            obj["values"] = check_kv(take(), f"{what} item values")
+            obj["values"] = check_kv(take(), "values")
             obj["is_initialized"] = True
             obj["device"] = keys.device
         else:
@@ -345,7 +345,7 @@ class SlidingAdapter(DynamicAdapter):
             obj["cumulative_length"] = obj["keys"].shape[-2]
             device = obj["device"]
         else:
-            obj["cumulative_length"] = check_count(take(), f"{what} item cumulative_length")
+            obj["cumulative_length"] = check_count(take(), "cumulative_length")
             device = obj["device"]
         obj["_sliding_window_tensor"] = window_tensor(window, device)
         obj["record_past"] = info.flag("r")
@@ -441,10 +441,10 @@ class IndexedAdapter(DynamicAdapter):
 
     def indexer_fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
         if info.flag("x"):
-            keys = check_tensor(take(), f"{what} item indexer_keys")
+            keys = check_tensor(take(), "indexer_keys")
             obj["indexer_keys"] = keys
             if self._static:
-                obj["indexer_cumulative_length"] = check_position(take(), f"{what} item indexer_cumulative_length")
+                obj["indexer_cumulative_length"] = check_position(take(), "indexer_cumulative_length")
             obj["is_indexer_initialized"] = True
             obj["indexer_dtype"], obj["indexer_device"] = keys.dtype, keys.device
         else:
@@ -452,7 +452,7 @@ class IndexedAdapter(DynamicAdapter):
             if self._static:
                 obj["indexer_cumulative_length"] = None
             obj["is_indexer_initialized"] = False
-        obj["indexer_position_ids"] = check_tensor(take(), f"{what} item indexer_position_ids") if info.flag("p") else None
+        obj["indexer_position_ids"] = check_tensor(take(), "indexer_position_ids") if info.flag("p") else None
 
     def fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
         self.attention_fill(obj, info.populated, take, what)
@@ -521,7 +521,7 @@ class StaticAdapter(LayerAdapter):
         else:
             obj["keys"] = obj["values"] = None
             obj["is_initialized"] = False
-        obj["cumulative_length"] = check_position(take(), f"{what} item cumulative_length")
+        obj["cumulative_length"] = check_position(take(), "cumulative_length")
 
     def fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
         self.static_fill(obj, info, take, what)
@@ -557,7 +557,7 @@ class StaticSlidingAdapter(StaticAdapter):
 
     def fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
         self.static_fill(obj, info, take, what)
-        obj["cumulative_length_int"] = check_count(take(), f"{what} item cumulative_length_int")
+        obj["cumulative_length_int"] = check_count(take(), "cumulative_length_int")
         obj["_is_croppable"] = info.flag("c")
 
 
@@ -626,17 +626,17 @@ class Fp8Adapter(DynamicAdapter):
 
     def fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
         if info.populated:
-            obj["keys"] = check_tensor(take(), f"{what} item keys")
-            obj["values"] = check_tensor(take(), f"{what} item values")
+            obj["keys"] = check_tensor(take(), "keys")
+            obj["values"] = check_tensor(take(), "values")
             obj["is_initialized"] = True
             obj["device"] = obj["keys"].device
-            q = (check_tensor(take(), f"{what} item _quantized_keys[0]"), check_tensor(take(), f"{what} item _quantized_keys[1]"))
+            q = (check_tensor(take(), "_quantized_keys[0]"), check_tensor(take(), "_quantized_keys[1]"))
             obj["_quantized_keys"] = q
             obj["_quantized_values"] = (
-                check_tensor(take(), f"{what} item _quantized_values[0]"),
-                check_tensor(take(), f"{what} item _quantized_values[1]"),
+                check_tensor(take(), "_quantized_values[0]"),
+                check_tensor(take(), "_quantized_values[1]"),
             )
-            obj["cumulative_length"] = check_count(take(), f"{what} item cumulative_length")
+            obj["cumulative_length"] = check_count(take(), "cumulative_length")
         else:
             obj["keys"] = obj["values"] = None
             obj["is_initialized"] = False
@@ -741,10 +741,10 @@ class _LinearPart:
         rec: dict[int, Any] = {}
         first_conv = None
         for i, st in enumerate(info.states):
-            conv[i] = check_tensor(take(), f"{what} item conv_states[{i}]") if st.conv_kernel is not None else None
+            conv[i] = check_tensor(take(), f"conv_states[{i}]") if st.conv_kernel is not None else None
             if first_conv is None and conv[i] is not None:
                 first_conv = conv[i]
-            rec[i] = check_tensor(take(), f"{what} item recurrent_states[{i}]") if st.recurrent else None
+            rec[i] = check_tensor(take(), f"recurrent_states[{i}]") if st.recurrent else None
         obj["conv_states"] = conv
         obj["recurrent_states"] = rec
         obj["is_conv_states_initialized"] = {i: st.conv_kernel is not None for i, st in enumerate(info.states)}
@@ -897,7 +897,3 @@ def make_adapter(
         adapter.attributes = adapter.attributes | frozenset(extra)
         adapter.order = (*adapter.order, *extra)
     return adapter
-
-
-def build_all(adapters: Sequence[LayerAdapter], infos: Sequence[LayerInfo], items: Iterator[Any], what: str) -> list[Any]:
-    return [a.build(info, items, f"{what} layer {i} ({a.cls.__qualname__})") for i, (a, info) in enumerate(zip(adapters, infos))]

@@ -51,6 +51,7 @@ _Tensor: Any = None
 _DynamicLayer: Any = None
 _SlidingLayer: Any = None
 _StaticLayer: Any = None
+_LinearLayer: Any = None
 _EncoderDecoderCache: Any = None
 #: class -> adapter, for every supported layer class
 LAYERS: dict[type, L.LayerAdapter] = {}
@@ -149,7 +150,10 @@ class CacheAdapter:
             layer = run.layer
             adapter = _builder_of(layer.kind)
             for _ in range(run.count):
-                layers.append(adapter.build(layer, items, f"{what} layer {index} ({adapter.cls.__qualname__})"))
+                try:
+                    layers.append(adapter.build(layer, items, ""))
+                except (TypeError, ValueError) as err:  # the message names the item; say which layer
+                    raise type(err)(f"{what} layer {index} ({adapter.cls.__qualname__}): {err}") from None
                 index += 1
         cache.layers = layers
         cache.layer_class_to_replicate = None if info.option("n") else _DynamicLayer
@@ -159,7 +163,10 @@ class CacheAdapter:
             cache.prefetch_stream = _stream()
         for name, value in zip(self.leading, leading):
             check = L.check_count if name in self.counts else L.check_tensor
-            setattr(cache, name, check(value, f"{what} item {name}"))
+            try:
+                setattr(cache, name, check(value, name))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"{what} {err}") from None
         return cache
 
 
@@ -243,7 +250,7 @@ def _unsupported(obj: Any, what: str) -> None:
 
 
 def _bind(cu: Any) -> None:
-    global _bound, _Tensor, _DynamicLayer, _SlidingLayer, _StaticLayer, _EncoderDecoderCache
+    global _bound, _Tensor, _DynamicLayer, _SlidingLayer, _StaticLayer, _LinearLayer, _EncoderDecoderCache
     torch = sys.modules["torch"]  # transformers imported torch
     L.bind_torch(torch)
     LAYERS.clear()
@@ -277,6 +284,7 @@ def _bind(cu: Any) -> None:
         BY_NAME[ckind.name] = cadapter
     _Tensor = torch.Tensor
     _DynamicLayer, _SlidingLayer, _StaticLayer = cu.DynamicLayer, cu.DynamicSlidingWindowLayer, cu.StaticLayer
+    _LinearLayer = getattr(cu, "LinearAttentionLayer", None)
     _EncoderDecoderCache = cu.EncoderDecoderCache
     _bound = cu  # set last: the names above are complete once this is
 
@@ -308,6 +316,25 @@ def is_cache(obj: Any) -> bool:
     if cu is not _bound:
         _bind(cu)
     return type(obj) in SUPPORTED or isinstance(obj, cu.Cache)
+
+
+_registered_state: tuple[int, bool] = (-1, False)
+
+
+def pytree_registered_caches() -> bool:
+    """Whether some supported cache class is registered as a pytree node (then pytree must be told to stop
+    at caches). Recomputed only when pytree's registry changes size."""
+    global _registered_state
+    from torch.utils._pytree import SUPPORTED_NODES
+
+    n = len(SUPPORTED_NODES)
+    if _registered_state[0] != n:
+        cu = sys.modules.get(_MODULE)
+        found = cu is not None and any(
+            isinstance(cls, type) and (cls in SUPPORTED or issubclass(cls, cu.Cache)) for cls in SUPPORTED_NODES
+        )
+        _registered_state = (n, found)
+    return _registered_state[1]
 
 
 def _builder_of(code: str) -> L.LayerAdapter:
@@ -372,7 +399,7 @@ def flatten_into(cache: Any, out: list[Any]) -> bool:
         for name in adapter.leading:
             out.append(count_item(state[name]))
         append = out.append
-        dynamic, sliding, static = _DynamicLayer, _SlidingLayer, _StaticLayer
+        dynamic, sliding, static, linear = _DynamicLayer, _SlidingLayer, _StaticLayer, _LinearLayer
         for layer in state["layers"]:
             kind = type(layer)
             d = layer.__dict__
@@ -387,6 +414,14 @@ def flatten_into(cache: Any, out: list[Any]) -> bool:
                 append(d["keys"])
                 append(d["values"])
                 append(d["cumulative_length"])
+            elif kind is linear and len(d) == 10:
+                conv, rec = d["conv_states"], d["recurrent_states"]
+                for i in range(d["number_of_states"]):
+                    c, r = conv[i], rec[i]
+                    if c is not None:
+                        append(c)
+                    if r is not None:
+                        append(r)
             else:
                 layer_adapter = LAYERS.get(kind)
                 try:
@@ -444,17 +479,65 @@ def builder(info: AnyCacheInfo) -> Callable[[Sequence[Any]], Any]:
         run.layer.kind == "D" and run.layer.populated for run in info.runs
     ):
         return _plain_builder(info)
+    if isinstance(info, EncoderDecoderCacheInfo):
+        first, second = _compiled(info.self_attention), _compiled(info.cross_attention)
+        pair = BY_NAME["EncoderDecoderCache"].cls
 
-    def build_general(items: Sequence[Any]) -> Any:
-        for item in items:
-            if type(item) is not _Tensor:
+        def build_pair(items: Sequence[Any]) -> Any:
+            it = iter(items)
+            a = first(it)
+            b = second(it) if a is not None else None
+            if b is None:
                 return None
-        try:
-            return rebuild(info, items)
-        except (TypeError, ValueError):
-            return None
+            cache = _new(pair)
+            cache.self_attention_cache = a
+            cache.cross_attention_cache = b
+            cache.is_updated = _is_updated(b)
+            return cache
 
-    return build_general
+        return build_pair
+    compiled = _compiled(info)
+    return lambda items: compiled(iter(items))
+
+
+def _compiled(info: CacheInfo) -> Callable[[Iterator[Any]], Any]:
+    """A function taking the items of one cache from an iterator and making it, or giving up (``None``)."""
+    from ._cache_fast import _count, maker
+
+    adapter = _cache_adapter(info.name)
+    cls, leading, counts, tensor = adapter.cls, adapter.leading, adapter.counts, _Tensor
+    runs = [(run.count, maker(_builder_of(run.layer.kind), run.layer)) for run in info.runs]
+    replicate = None if info.option("n") else _DynamicLayer
+    offloading, only_non_sliding = info.option("o"), info.option("p")
+
+    def build(it: Iterator[Any]) -> Any:
+        own = []
+        for name in leading:
+            item = next(it)
+            value = _count(item, tensor) if name in counts else (item if type(item) is tensor else None)
+            if value is None:
+                return None
+            own.append(value)
+        layers: list[Any] = []
+        append = layers.append
+        for count, make in runs:
+            for _ in range(count):
+                layer = make(it)
+                if layer is None:
+                    return None
+                append(layer)
+        cache = _new(cls)
+        cache.layers = layers
+        cache.layer_class_to_replicate = replicate
+        cache.offloading = offloading
+        if offloading:
+            cache.only_non_sliding = only_non_sliding
+            cache.prefetch_stream = _stream()
+        for name, value in zip(leading, own):
+            setattr(cache, name, value)
+        return cache
+
+    return build
 
 
 def _plain_builder(info: CacheInfo) -> Callable[[Sequence[Any]], Any]:

@@ -168,10 +168,15 @@ def _flatten_tree(obj: Any) -> Tuple[List[Any], Any, List[int]]:
         leaves, spec = _tree_flatten(obj)
         return leaves, spec, []
     # A cache is a leaf even when its class is registered with pytree (transformers' export helpers do
-    # that): this library rebuilds it itself, with all its state and without copies.
+    # that): this library rebuilds it itself, with all its state and without copies. pytree's is_leaf hook
+    # costs a call per node, so it is only passed when some cache class is registered.
     is_cache = _caches.is_cache
-    leaves, spec = _tree_flatten(obj, is_leaf=is_cache)
-    caches = [i for i, leaf in enumerate(leaves) if is_cache(leaf)]
+    if _caches.pytree_registered_caches():
+        leaves, spec = _tree_flatten(obj, is_leaf=is_cache)
+    else:
+        leaves, spec = _tree_flatten(obj)
+    cache_type, registered = cu.Cache, _caches.SUPPORTED
+    caches = [i for i, leaf in enumerate(leaves) if isinstance(leaf, cache_type) or type(leaf) in registered]
     return leaves, spec, caches
 
 

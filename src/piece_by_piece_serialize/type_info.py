@@ -237,7 +237,10 @@ class LayerInfo:
     def __post_init__(self) -> None:
         spec = layer_kind(self.kind)
         if spec is None:
-            raise ValueError(f"unknown layer kind {self.kind!r}; the kinds are {_kind_list()}")
+            raise ValueError(
+                f"unknown layer kind {self.kind!r}; the kinds are {_kind_list()}, and those of classes registered "
+                "with register_cache_layer_class"
+            )
         what = f"layer kind {self.kind!r} ({spec.class_name})"
         if not self.populated and spec.empty_items is None:
             raise ValueError(f"{what} has no empty spelling {self.kind.lower()!r}: it always holds its state")
@@ -252,6 +255,8 @@ class LayerInfo:
             raise ValueError(f"{what} has no recurrent states ('s' groups)")
         if spec.states and not self.states:
             raise ValueError(f"{what} needs at least one recurrent state group 's', e.g. {self.kind}sc4hp")
+        if self.flag("y") and not any(st.conv_kernel is not None for st in self.states):
+            raise ValueError(f"{what}: parameter 'y' (dtype set to its first conv state's) needs a state with 'c'")
         object.__setattr__(self, "n_items", len(self.item_names()))
 
     @property
@@ -289,7 +294,7 @@ class LayerInfo:
 
 
 def _kind_list() -> str:
-    kinds = [k for k in layer_kinds() if not k.legacy]
+    kinds = [k for k in layer_kinds() if not k.legacy and k.like is None]
     return ", ".join(f"{k.code} ({k.class_name})" for k in kinds)
 
 
@@ -328,8 +333,11 @@ class CacheInfo(TypeInfo):
     def __post_init__(self) -> None:
         spec = cache_kind(self.name)
         if spec is None or spec.pair:
-            known = ", ".join(k.name for k in cache_kinds() if not k.pair)
-            raise ValueError(f"unknown cache class {self.name!r}; the caches are {known} (and EncoderDecoderCache)")
+            known = ", ".join(k.name for k in cache_kinds() if not k.pair and k.like is None)
+            raise ValueError(
+                f"unknown cache class {self.name!r}; the caches are {known}, EncoderDecoderCache (spelled with its "
+                "two caches) and the classes registered with register_cache_class"
+            )
         what = f"the options group 'O' of {self.name}"
         object.__setattr__(self, "options", _normalise_params(self.options, CACHE_OPTIONS, what))
         if self.option("p") and not self.option("o"):

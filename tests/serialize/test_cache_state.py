@@ -379,7 +379,7 @@ def test_encoder_decoder_is_updated_must_agree_with_its_layers() -> None:
     "items, text, error, message",
     [
         ([kv()] * 3, "DynamicCache_2D", ValueError, "needs 4 items from res[0] but res has only 3"),
-        ([kv(), kv(), torch.zeros(3, 1)], "DynamicCache_S4", TypeError, "layer 0 (DynamicSlidingWindowLayer) item cumulative_length must be a count tensor"),
+        ([kv(), kv(), torch.zeros(3, 1)], "DynamicCache_S4", TypeError, "layer 0 (DynamicSlidingWindowLayer): item cumulative_length must be a count tensor"),
         ([kv(8), kv(8), torch.tensor(0)], "StaticCache_T4", ValueError, "must hold max_cache_len=4 positions"),
         ([kv(4), kv(4, batch=2), torch.tensor(0)], "StaticCache_T4", ValueError, "differ in batch or heads"),
         ([kv(4), kv(4), torch.tensor(0.5)], "StaticCache_T4", ValueError, "item cumulative_length must be a 0-d integer tensor"),

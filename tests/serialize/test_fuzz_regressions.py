@@ -81,11 +81,11 @@ def test_cache_tensors_need_rank_two() -> None:
     with pytest.raises(ValueError) as err:
         deserialize_args([torch.zeros(1)] * 6, ["DynamicCache_2D_W4"])
     assert str(err.value) == (
-        "expected_types[0]='DynamicCache_2D_W4': layer 0 (DynamicLayer) item keys has shape (1,); the key and value "
+        "expected_types[0]='DynamicCache_2D_W4': layer 0 (DynamicLayer): item keys has shape (1,); the key and value "
         "tensors of a cache layer need rank >= 2 (..., seq_len, head_dim)"
     )
     kv = [torch.zeros(1, 1, 2, 4) for _ in range(5)] + [torch.zeros(4)]
-    with pytest.raises(ValueError, match=r"layer 2 \(DynamicSlidingWindowLayer\) item values has shape \(4,\)"):
+    with pytest.raises(ValueError, match=r"layer 2 \(DynamicSlidingWindowLayer\): item values has shape \(4,\)"):
         deserialize_args(kv, ["DynamicCache_2D_W4"])
     (cache,) = deserialize_args([torch.zeros(2, 4) for _ in range(6)], ["DynamicCache_2D_W4"])
     assert len(cache.layers) == 3 and cache.get_seq_length() == 2

@@ -59,8 +59,34 @@ def _encoder_decoder() -> Any:
     return cache_utils.EncoderDecoderCache(_dynamic(2), cross)
 
 
-CACHES = {"dynamic": _dynamic, "hybrid": _hybrid, "encoder_decoder": _encoder_decoder}
-N_LAYERS = {"dynamic": 3, "hybrid": 4, "encoder_decoder": 3}
+def _static() -> Any:
+    cache = cache_utils.Cache(
+        layers=[
+            cache_utils.StaticLayer(max_cache_len=6),
+            cache_utils.StaticSlidingWindowLayer(max_cache_len=6, sliding_window=3),
+            cache_utils.StaticSlidingWindowLayer(max_cache_len=2, sliding_window=4),
+            cache_utils.StaticLayer(max_cache_len=6),  # stays empty
+        ]
+    )
+    for step in range(2):
+        for i in range(3):
+            cache.update(t(1, 2, 2, 4), t(1, 2, 2, 4), i)
+    return cache
+
+
+def _linear() -> Any:
+    cache = cache_utils.DynamicCache()
+    cache.layers = [cache_utils.LinearAttentionLayer(), cache_utils.DynamicLayer(), cache_utils.LinearAttentionLayer(number_of_states=2)]
+    cache.layers[0].update_conv_state(t(1, 6, 3), conv_kernel_size=4)
+    cache.layers[0].update_recurrent_state(t(1, 2, 4, 4))
+    cache.layers[1].update(t(1, 2, 3, 4), t(1, 2, 3, 4))
+    cache.layers[2].update_recurrent_state(t(1, 2, 4, 4), state_idx=1)
+    cache.layer_class_to_replicate = None
+    return cache
+
+
+CACHES = {"dynamic": _dynamic, "hybrid": _hybrid, "encoder_decoder": _encoder_decoder, "static": _static, "linear": _linear}
+N_LAYERS = {"dynamic": 3, "hybrid": 4, "encoder_decoder": 3, "static": 4, "linear": 3}
 
 
 def _parts(cache: Any) -> list[Any]:
@@ -140,6 +166,8 @@ def _values() -> dict[str, Any]:
         "hybrid": _hybrid(),
         "encoder_decoder": _encoder_decoder(),
         "with_caches": [a, _dynamic(1)],
+        "static": _static(),
+        "linear": _linear(),
     }
 
 
@@ -153,15 +181,15 @@ def test_steps_and_the_general_route_build_the_same(monkeypatch: pytest.MonkeyPa
     assert all(tt in serialize._STEPS for tt in types)
     monkeypatch.setattr(serialize, "_STEPS", _NoSteps())
     general = deserialize_args(flat, types)
-    assert len(fast) == len(general) == len(values) == 12
+    assert len(fast) == len(general) == len(values) == 14
     n_tensors = 0
     for name, want, got_fast, got_again, got_general in zip(values, args, fast, fast_again, general):
         for got in (got_fast, got_again):
             n_tensors += assert_same(got_general, got, same_objects=True, path=name)
-            if name in ("dynamic", "hybrid", "encoder_decoder"):
+            if name in CACHES:
                 _assert_same_vars(got_general, got)
         assert_same(want, got_general, same_objects=True, path=name)
-    assert n_tensors == 2 * (1 + 2 + 2 + 2 + 4 + 6 + 6 + 3)
+    assert n_tensors == 2 * (1 + 2 + 2 + 2 + 4 + 6 + 6 + 3 + 6 + 5)
 
 
 def test_tensor_subclasses_take_the_general_route() -> None:
@@ -195,13 +223,13 @@ def test_packed_groups_and_clone_after_a_warm_step() -> None:
 @pytest.mark.parametrize(
     "res, text, error, message",
     [
-        ([torch.zeros(1)] * 6, "DynamicCache_2D_W4", ValueError, "layer 0 (DynamicLayer) item keys has shape (1,)"),
-        ([torch.zeros(2, 3)] * 3 + [torch.zeros(3)], "DynamicCache_2D", ValueError, "layer 1 (DynamicLayer) item values has shape (3,)"),
+        ([torch.zeros(1)] * 6, "DynamicCache_2D_W4", ValueError, "layer 0 (DynamicLayer): item keys has shape (1,)"),
+        ([torch.zeros(2, 3)] * 3 + [torch.zeros(3)], "DynamicCache_2D", ValueError, "layer 1 (DynamicLayer): item values has shape (3,)"),
         (
             [torch.zeros(2, 3)] * 2 + [torch.zeros(())] * 2,
             "EncoderDecoderCache_D__D",
             ValueError,
-            "cross_attention_cache layer 0 (DynamicLayer) item keys has shape ()",
+            "cross_attention_cache layer 0 (DynamicLayer): item keys has shape ()",
         ),
         ([torch.zeros(2, 3)] * 3 + [1, torch.zeros(2, 3)], "DynamicCache_2D", TypeError, "item values must be a tensor, got a int"),
         ([torch.zeros(2, 3)] * 2 + [1.5], "DynamicCache_S4", TypeError, "item cumulative_length must be a count tensor torch.empty((n, 0)) carrying the count n, got a float"),
