@@ -176,6 +176,58 @@ class LinePositions(Sequence[tuple[int, int]]):
         return (self.line, self.column + i)
 
 
+class _Run(Sequence[tuple[int, int]]):
+    """``length`` characters written one after the other on ``line`` from ``column`` (``step`` 0: all at one place)."""
+
+    __slots__ = ("line", "column", "length", "step")
+
+    def __init__(self, line: int, column: int, length: int, step: int = 1) -> None:
+        self.line = line
+        self.column = column
+        self.length = length
+        self.step = step
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.length))]
+        if i < 0:
+            i += self.length
+        if not 0 <= i < self.length:
+            raise IndexError(i)
+        return (self.line, self.column + i * self.step)
+
+
+class _Chunks(Sequence[tuple[int, int]]):
+    """Positions made of consecutive parts (the pieces of a folded Python string), looked up by bisection."""
+
+    __slots__ = ("parts", "ends")
+
+    def __init__(self, parts: list[Sequence[tuple[int, int]]]) -> None:
+        self.parts = [part for part in parts if len(part)]
+        ends: list[int] = []
+        total = 0
+        for part in self.parts:
+            total += len(part)
+            ends.append(total)
+        self.ends = ends
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k = bisect.bisect_right(self.ends, i)
+        return self.parts[k][i - (self.ends[k - 1] if k else 0)]
+
+
 class _OffsetPositions(Sequence[tuple[int, int]]):
     """Positions kept as file offsets (one machine integer per character), turned into (line, column) on demand."""
 
@@ -929,7 +981,8 @@ _LIBRARY_FACTORIES = frozenset({"Library", "_scoped_library"})
 # costs about 0.4 s per MB: a whole tree of Python is mostly files without a schema).
 _PYTHON_WORDS = ("define(", ".define", "custom_op", "triton_op", "parse_schema")
 
-_Folded = tuple[str, tuple[tuple[int, int], ...]]  # text and per-character positions (no end entry)
+# text and its per-character positions as consecutive parts (no end entry)
+_Folded = tuple[str, list[Sequence[tuple[int, int]]]]
 
 
 def _python_source(source: SourceFile, text: str) -> None:
@@ -1065,13 +1118,14 @@ class _PythonReader:
         folded = self._fold(arg, depth=0)
         if folded is None:
             return self._not_static(arg, span)
-        text, positions = folded
-        if positions:
+        text, parts = folded
+        positions = _Chunks(parts)
+        if len(positions):
             line, col = positions[-1]
             end = (line, col + 1)
         else:
             end = self._start(arg)
-        return SchemaSite(self.path, text, positions + (end,), context, self.lines, span)
+        return SchemaSite(self.path, text, _Chunks([*positions.parts, [end]]), context, self.lines, span)
 
     def _not_static(self, arg: ast.expr, span: tuple[int, int]) -> Problem | None:
         """A note for an argument that holds a string literal but cannot be folded; None for one that
@@ -1141,12 +1195,12 @@ class _PythonReader:
         start_line, start_col = self._start(node)
         end_line = node.end_lineno or start_line
         if node.end_col_offset is None or not 0 < start_line <= end_line <= len(self.lines):
-            return value, tuple((start_line, start_col) for _ in value)
+            return value, [_Run(start_line, start_col, len(value), 0)]
         segment = self.lines[start_line - 1 : end_line]
         segment[-1] = segment[-1].encode("utf-8")[: node.end_col_offset].decode("utf-8", errors="replace")
         segment[0] = segment[0][start_col - 1 :]
         chars: list[str] = []
-        positions: list[tuple[int, int]] = []
+        parts: list[Sequence[tuple[int, int]]] = []
         for token, row, col in _string_tokens(segment):
             line = start_line + row
             column = col + 1 + (start_col - 1 if row == 0 else 0)
@@ -1154,10 +1208,10 @@ class _PythonReader:
             if decoded is None:
                 break
             chars.extend(decoded[0])
-            positions.extend(decoded[1])
+            parts.append(decoded[1])
         if "".join(chars) != value:
-            return value, tuple((start_line, start_col) for _ in value)
-        return value, tuple(positions)
+            return value, [_Run(start_line, start_col, len(value), 0)]
+        return value, parts
 
 
 def _string_tokens(segment: list[str]) -> list[tuple[str, int, int]]:
@@ -1287,7 +1341,7 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
 _PY_SIMPLE_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
-def _decode_python_string(token: str, row: int, col: int) -> tuple[list[str], list[tuple[int, int]]] | None:
+def _decode_python_string(token: str, row: int, col: int) -> tuple[Sequence[str], Sequence[tuple[int, int]]] | None:
     """Decode one Python string token written at (row, col); ``None`` for bytes and for f-strings with
     fields (an f-string without fields decodes like a plain string, ``{{`` and ``}}`` being ``{`` and ``}``)."""
     q = 0
@@ -1304,7 +1358,7 @@ def _decode_python_string(token: str, row: int, col: int) -> tuple[list[str], li
     body = token[body_start:body_end]
     if "\\" not in body and "\n" not in body and not (fstring and ("{" in body or "}" in body)):
         # the common case: every character stands for itself, on one line
-        return list(body), [(row, col + i) for i in range(body_start, body_end)]
+        return body, _Run(row, col + body_start, len(body))
     # positions of each character of the token in the file
     line, column = row, col
     where: list[tuple[int, int]] = []
