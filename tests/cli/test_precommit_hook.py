@@ -66,9 +66,17 @@ def test_hook_declaration():
     assert hook["entry"].split()[:3] == ["pbp-serialize", "schema", "check"]
     assert hook["language"] == "python"
     pattern = re.compile(hook["files"])
-    assert [bool(pattern.search(n)) for n in ("a.py", "b.cpp", "c.cu", "n.yaml", "x.schema", "README.md", "a.txt")] == [
-        True, True, True, True, True, False, False,
+    assert [bool(pattern.search(n)) for n in ("a.py", "b.cpp", "c.cu", "n.yaml", "x.schema", "README.md", "a.txt", "ops.mm", "k.metal")] == [
+        True, True, True, True, True, False, False, True, False,
     ]
+
+
+def test_hook_files_are_the_suffixes_the_checker_reads():
+    from piece_by_piece_serialize._sources import CPP_SUFFIXES, PYTHON_SUFFIXES, TEXT_SUFFIXES, YAML_SUFFIXES
+
+    pattern = re.compile(hook_definition()["files"])
+    suffixes = CPP_SUFFIXES | PYTHON_SUFFIXES | TEXT_SUFFIXES | YAML_SUFFIXES
+    assert [s for s in sorted(suffixes) if not pattern.search("x" + s)] == []
 
 
 GOOD = ["good.schema", "good_ops.py", "good_ops.cpp", "good_native.yaml"]
