@@ -45,7 +45,6 @@ from ._sources import (
     kind_for_path,
     read_source,
 )
-from .cli import PROG
 from .errors import PbpSyntaxError
 
 __all__ = [

@@ -38,7 +38,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any, Union
+from typing import Any
 
 # How a file is read, chosen from its suffix; anything else given explicitly is read as plain text.
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -792,8 +792,11 @@ def _cpp_source(source: SourceFile, text: str) -> None:
             (source.sites if isinstance(item, SchemaSite) else source.problems).append(item)
     if "pbp:" in text:
         for start, end in scan.comments.items():
-            line, column = where(start)
-            directive = parse_directive(text[start:end], line, column)
+            k = text.find("pbp:", start, end)
+            if k < 0:
+                continue
+            line, column = where(k)  # a block comment can put it on a later line than its start
+            directive = parse_directive(text[k:end], line, column)
             if directive is not None:
                 source.suppressions.append(directive)
 
@@ -849,7 +852,7 @@ def _cpp_call(scan: _CppScan, where: _LineIndex, source: SourceFile, callee_at: 
         if text[k : k + 2] in _TEMPLATE_OPENERS:
             template = k
             break
-        if ch == "#":
+        if ch == "#" and _starts_line(text, k):
             # a preprocessor directive between the pieces (#if / #else / #endif): its whole logical line
             other = k if other < 0 else other
             k = _end_of_logical_line(text, k)
@@ -877,7 +880,7 @@ def _cpp_call(scan: _CppScan, where: _LineIndex, source: SourceFile, callee_at: 
     if other >= 0:
         line, column = where(other)
         shown = _cpp_shown(scan, other)
-        if shown.startswith("#"):
+        if shown.startswith("#") and _starts_line(text, other):
             message = f"cannot read statically: a preprocessor directive ('{shown}') sits between the string literals; not checked"
         else:
             message = f"cannot read statically: the schema text is joined with '{shown}', known only when the file is compiled; not checked"
@@ -891,6 +894,14 @@ def _cpp_call(scan: _CppScan, where: _LineIndex, source: SourceFile, callee_at: 
     offsets.append(literals[-1].body_end)
     typevars = _cpp_bool_argument(scan, k) if context != CONTEXT_CPP and text[k] == "," else None
     return SchemaSite(source.path, "".join(chars), _OffsetPositions(offsets, where), context, source.lines, span, typevars)
+
+
+def _starts_line(text: str, k: int) -> bool:
+    """Whether only blanks precede offset ``k`` on its line (where '#' opens a directive, not a '#x' stringizing)."""
+    j = k
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    return j == 0 or text[j - 1] == "\n"
 
 
 def _end_of_logical_line(text: str, k: int) -> int:
@@ -909,8 +920,12 @@ def _cpp_shown(scan: _CppScan, k: int) -> str:
     """The unresolved piece at ``k`` as written, for a note: a name with its parenthesized arguments, a
     directive line, or one character; blanks collapsed, cut at 40 characters."""
     text = scan.text
-    if text[k] == "#":
+    if text[k] == "#" and _starts_line(text, k):
         end = _end_of_logical_line(text, k)
+    elif text[k] == "#":  # a macro parameter turned into a string: #NAME
+        end = k + 1
+        while end < len(text) and (_is_ident_char(text[end]) or text[end] == "#"):
+            end += 1
     elif _is_ident_char(text[k]):
         end = k
         while end < len(text) and (_is_ident_char(text[end]) or text[end : end + 2] == "::"):

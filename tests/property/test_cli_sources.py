@@ -13,12 +13,16 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize._sources import read_sites, template_marker
+from piece_by_piece_serialize._sources import read_source, read_sites, template_marker
 
 KINDS = ("text", "python", "cpp", "yaml")
 # text rich in the characters the readers care about
 SOURCE_TEXT = st.lists(
-    st.sampled_from(list("()[]{}\"'\\/*#:-_ \n\tabcdefRLu8xn0177é") + ["def(", "lib.define(", "TORCH_SELECTIVE_SCHEMA(", "func: ", "R\"(", "//", "/*", "*/", '"""']),
+    st.sampled_from(
+        list("()[]{}\"'\\/*#:-_ \n\tabcdefRLu8xn0177é")
+        + ["def(", "lib.define(", "TORCH_SELECTIVE_SCHEMA(", "func: ", "R\"(", "//", "/*", "*/", '"""']
+        + ["torch::schema(", "c10::schema(", "parseSchema(", "#if X\n", "{{", "{%", "f\"", "pbp: ignore[", "STRING(X)", ", "]
+    ),
     max_size=120,
 ).map("".join)
 SCHEMA_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -42,6 +46,8 @@ def test_any_text_reads_without_crashing(text, kind):
     for problem in problems:
         assert problem.severity in ("error", "warning", "note")
         assert 1 <= problem.line <= len(lines) and 1 <= problem.column <= len(lines[problem.line - 1]) + 1
+    for directive in read_source("f", text, kind).suppressions:
+        assert lines[directive.line - 1][directive.column - 1 :].startswith("pbp:")
 
 
 def assert_read_back(sites, problems, value, text):
@@ -77,6 +83,19 @@ def pieces(value: str, cuts: list[int]) -> list[str]:
 def test_python_literals_round_trip(value, cuts, multiline):
     joiner = "\n    " if multiline else " "
     source = "lib = Library('ns', 'DEF')\nlib.define(\n    " + joiner.join(repr(p) for p in pieces(value, cuts)) + "\n)\n"
+    sites, problems = read_sites("m.py", source, "python")
+    assert problems == [] or template_marker(value) >= 0
+    assert_read_back(sites, problems, value, source)
+
+
+@given(SCHEMA_TEXT, st.lists(st.integers(0, 100), max_size=3), st.lists(st.booleans(), min_size=4, max_size=4))
+def test_python_fstrings_without_fields_round_trip(value, cuts, fstring):
+    # each piece is an f-string (braces doubled) or a plain literal: both are constant strings
+    def literal(piece: str, f: bool) -> str:
+        return "f" + repr(piece).replace("{", "{{").replace("}", "}}") if f else repr(piece)
+
+    pieces_ = pieces(value, cuts)
+    source = "lib = Library('ns', 'DEF')\nlib.define(\n    " + "\n    ".join(literal(p, f) for p, f in zip(pieces_, fstring + [False] * 4)) + "\n)\n"
     sites, problems = read_sites("m.py", source, "python")
     assert problems == [] or template_marker(value) >= 0
     assert_read_back(sites, problems, value, source)
