@@ -379,13 +379,13 @@ def _text_sites(path: str, lines: list[str]) -> list[SchemaSite]:
 # YAML: `func:` entries as in native_functions.yaml. Only the forms such files use are read: plain
 # scalars (folded over more-indented continuation lines, a ' #' starts a comment), and single- or
 # double-quoted scalars on one line. Anything else is reported rather than guessed at. A YAML file is
-# read as schemas only when it has that shape: at least one `func:` value with an argument list. Kernel
+# read as schemas only when it has that shape: at least one `func:` value with an argument list and a `->`. Kernel
 # lists (`- func: int1mm` / `file: int1mm.metal`) and other YAML that happens to use the key are left alone.
 
 
 def _yaml_source(source: SourceFile) -> None:
     sites, problems = _yaml_sites(source.path, source.lines)
-    if any("(" in site.text for site in sites):
+    if any("(" in site.text and "->" in site.text for site in sites):
         source.sites, source.problems = sites, problems
     for lineno, line in enumerate(source.lines, 1):
         if "pbp:" in line:
