@@ -39,6 +39,7 @@ def assert_positions_sane(sites, text):
 
 @given(SOURCE_TEXT, st.sampled_from(KINDS))
 @example('def("\\', "cpp")  # found by the fuzz profile: an unterminated literal ending in a backslash
+@example("/*#if X\npbp: ignore[", "cpp")  # found by the fuzz profile: a directive on a block comment's second line
 def test_any_text_reads_without_crashing(text, kind):
     sites, problems = read_sites("f", text, kind)
     assert_positions_sane(sites, text)
