@@ -94,6 +94,25 @@ _POSITIONS = Param("p", "indexer_position_ids set")
 
 _STATIC = ("keys", "values", "cumulative_length")
 _LINEAR = (_RECORD, _DTYPE)
+# the group-wise quantized layers (Q, H): their settings, the deferred beam reordering, and their items: the
+# residual keys/values, the parts of each quantized state (Note [quantized states] in _cache_quantized.py),
+# the count
+_GROUP_WISE = (
+    Param("g", "q_group_size=<number>", number=True),
+    Param("r", "residual_length=<number> (0 without it)", number=True),
+)
+_PENDING = Param("p", "_pending_beam_idx set (a beam reordering deferred to the next update)")
+
+
+def _quantized_items(parts: tuple[str, ...]) -> tuple[str, ...]:
+    return (
+        "keys",
+        "values",
+        *(f"_quantized_keys{p}" for p in parts),
+        *(f"_quantized_values{p}" for p in parts),
+        "cumulative_length",
+    )
+
 
 _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
     LayerKind("D", "DynamicLayer", description="grows by concatenation"),
@@ -162,6 +181,24 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
             "cumulative_length",
         ),
         description="keys and values in float8_e4m3fn with one frozen scale each",
+    ),
+    LayerKind(
+        "Q",
+        "QuantoQuantizedLayer",
+        number="nbits",
+        params=(*_GROUP_WISE, Param("k", "axis_key=-1 (0 without it)"), Param("v", "axis_value=-1 (0 without it)"), _PENDING),
+        items=_quantized_items(("._data._data", "._scale", "._shift", ".shape")),
+        flag_items=(("p", ("_pending_beam_idx",), ()),),
+        description="optimum-quanto int2/int4 group-wise keys and values, and a residual of recent ones in full precision",
+    ),
+    LayerKind(
+        "H",
+        "HQQQuantizedLayer",
+        number="nbits",
+        params=(*_GROUP_WISE, Param("k", "axis_key=1 (0 without it)"), Param("v", "axis_value=1 (0 without it)"), _PENDING),
+        items=_quantized_items(("[0]", "[1]['scale']", "[1]['zero']", "[1]['shape']")),
+        flag_items=(("p", ("_pending_beam_idx",), ()),),
+        description="HQQ 1- to 8-bit group-wise keys and values, and a residual of recent ones in full precision",
     ),
     LayerKind(
         "A",

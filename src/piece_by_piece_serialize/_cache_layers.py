@@ -878,6 +878,9 @@ ADAPTERS: dict[str, type[LayerAdapter]] = {
 #: hybrid kind letter -> the kind letter of its attention half
 HYBRIDS: dict[str, str] = {"B": "D", "C": "S", "G": "T", "K": "V"}
 
+# the quantized layers whose states are a backend's objects (Q, H): their module adds them to ADAPTERS
+from . import _cache_quantized  # noqa: E402,F401
+
 
 def make_adapter(
     code: str, cls: type, extra: tuple[str, ...] = (), like: str | None = None, counts: frozenset[str] = frozenset()
