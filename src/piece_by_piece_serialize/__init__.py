@@ -39,6 +39,10 @@ _LAZY = {
     "choose_kwargs_for_dynamic_shapes": "serialize",
     "register_cache_class": "caches",
     "register_cache_layer_class": "caches",
+    "as_custom_op": "custom_op",
+    "replace_with_custom_ops": "custom_op",
+    "restore_modules": "custom_op",
+    "CustomOpError": "custom_op",
 }
 
 __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", *_LAZY]
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .caches import register_cache_class, register_cache_layer_class
+    from .custom_op import CustomOpError, as_custom_op, replace_with_custom_ops, restore_modules
     from .schema import FunctionSchema, extract_names_from_schema, parse_schema
     from .serialize import (
         choose_kwargs_for_dynamic_shapes,

@@ -1,0 +1,520 @@
+"""A submodule behind a custom operator: the job the rest of the library exists for.
+
+:func:`as_custom_op` gives a module that behaves like the one it wraps, except that its ``forward``
+calls ``torch.ops.<namespace>.<name>``: the call's arguments are flattened (:func:`serialize_args`), the
+operator runs the wrapped module on the rebuilt arguments, and its flat outputs are rebuilt
+(:func:`deserialize_args`). :func:`replace_with_custom_ops` does it for every submodule of given
+classes and :func:`restore_modules` undoes it.
+
+Invariants:
+
+* **Same module, same signature.** The wrapper is a copy of the module (same parameters, buffers and
+  submodules, so ``state_dict`` keys and ``.to()`` are unchanged) whose class derives from the
+  module's, with ``forward`` carrying the original's signature.
+* **Mutations reach the caller** (Note [write back]). Every cache argument comes back from the operator
+  as extra outputs and is written into the caller's cache; an in-place change the module makes to any
+  other input tensor cannot be carried and raises, naming the argument.
+* **The fake implementation does not run the module** (Note [learned shapes]), unless ``fake=`` says
+  otherwise: output shapes come from the eager calls recorded so far.
+* One operator per wrapped module, with the schema ``(Tensor[] tensors, str call) -> Tensor[]``: the
+  tensors of the call, and ``call``, the key of the call's structure (Note [call keys]).
+
+Note [call keys]
+~~~~~~~~~~~~~~~~
+A call's structure is everything about it that is not a tensor: the type-info string of each
+argument, the keyword names, and the value of every non-tensor item of the flat list (``None``,
+``bool``, ``int``, ``float``, ``str``). Its key is a readable string of those (``repr`` of a tuple), so
+an exported graph shows what each call node was called with. Keys are looked up, never parsed: the
+structure itself is kept, per wrapper, in a table filled by the eager calls. Non-tensor values are thus
+constants of the call, which is what ``torch.export`` makes of Python scalars anyway; a symbolic int
+would silently freeze and is refused.
+
+Note [write back]
+~~~~~~~~~~~~~~~~~
+transformers' layers update the cache they receive in place (``cache.update(...)``), but behind an
+operator they receive a cache rebuilt from tensors. The operator therefore returns, after the module's
+own outputs, the flat state of every cache argument, and the wrapper writes it into the caller's
+cache object with ``_caches.write_back`` (same objects, new tensors). Unchanged cache tensors come
+back as themselves in eager mode (an operator defined with ``torch.library`` may return its inputs;
+cloning them would cost a copy of the whole cache per layer call), and as new tensors under export,
+where the program's cache outputs are the operator's. A cache nested inside another argument
+(a dict holding a cache) is refused: it could not be found again to be written back.
+
+Note [learned shapes]
+~~~~~~~~~~~~~~~~~~~~~
+Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
+(``torch.export``), each output dimension is computed from the inputs by the first of these rules
+that holds in every recorded call: it equals an input dimension; it is a constant; it is the sum of
+two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
+hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
+inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
+with another call whose sizes differ, or to pass ``fake=``. Dtypes and devices are those recorded.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _caches
+from .serialize import deserialize_args, serialize_args, type_as_str_with_info
+from .type_info import TreeWithCachesInfo, parse_type_info
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CustomOpError", "as_custom_op", "replace_with_custom_ops", "restore_modules", "is_custom_op_module"]
+
+# Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
+_MAX_RECORDED_CALLS = 8
+
+
+class CustomOpError(TypeError):
+    """A call or an output that a custom operator cannot carry, or an output shape that cannot be derived."""
+
+
+@dataclass
+class _Call:
+    """The structure of one kind of call (Note [call keys]) and what the eager calls taught about it."""
+
+    kinds: Tuple[str, ...]  # type-info string of each argument: positional ones, then keyword ones
+    n_positional: int
+    keywords: Tuple[str, ...]
+    constants: Dict[int, Any]  # flat index -> non-tensor item
+    n_flat: int
+    caches: Tuple[int, ...]  # which arguments are caches (written back)
+    cache_tensors: frozenset  # which of the call's tensors belong to them
+    out_kinds: Optional[Tuple[str, ...]] = None  # the output's type-info string, then each cache's after the call
+    out_constants: Dict[int, Any] = field(default_factory=dict)
+    out_n_flat: int = 0
+    out_dtypes: Tuple[Any, ...] = ()
+    out_devices: Tuple[Any, ...] = ()
+    shapes: List[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]] = field(default_factory=list)
+    rules: Optional[List[List["_Rule"]]] = None
+
+
+_Rule = Tuple[str, Tuple[Any, ...]]  # ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
+
+
+def _scalar_ok(x: Any) -> bool:
+    return x is None or type(x) in (bool, int, float, str)
+
+
+def _split(flat: Sequence[Any], tensors: List[Any], constants: Dict[int, Any], offset: int, what: str) -> None:
+    """Sort the flat items of one value into tensors and constants (Note [call keys])."""
+    import torch
+
+    for i, item in enumerate(flat, offset):
+        if isinstance(item, torch.Tensor):
+            tensors.append(item)
+        elif _scalar_ok(item):
+            constants[i] = item
+        elif isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise CustomOpError(
+                f"{what} holds a symbolic {type(item).__name__[3:].lower()}; a custom operator would freeze it to one "
+                "value: pass it as a tensor"
+            )
+        else:
+            raise CustomOpError(f"{what} holds a {type(item).__qualname__}, which a custom operator cannot carry")
+
+
+def _flat(value: Any) -> Sequence[Any]:
+    import torch
+
+    flat = serialize_args((value,), None, None)
+    return (flat,) if isinstance(flat, torch.Tensor) else flat
+
+
+def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[_Call, List[Any], str]:
+    """The call's structure, its tensors, and its key (Note [call keys])."""
+    values = [*args, *kwargs.values()]
+    names = [f"positional argument {i}" for i in range(len(args))] + [f"argument {k!r}" for k in kwargs]
+    kinds = []
+    tensors: List[Any] = []
+    constants: Dict[int, Any] = {}
+    caches: List[int] = []
+    cache_tensors: List[int] = []
+    n_flat = 0
+    for i, value in enumerate(values):
+        kind = type_as_str_with_info(value)
+        kinds.append(kind)
+        flat = _flat(value)
+        start = len(tensors)
+        _split(flat, tensors, constants, n_flat, f"{op}: {names[i]}")
+        n_flat += len(flat)
+        if _caches.is_cache(value):
+            caches.append(i)
+            cache_tensors.extend(range(start, len(tensors)))
+        elif isinstance(parse_type_info(kind), TreeWithCachesInfo):
+            raise CustomOpError(
+                f"{op}: {names[i]} holds a cache inside a container; pass the cache as an argument of its own so that "
+                "its updates can be written back (Note [write back] in piece_by_piece_serialize.custom_op)"
+            )
+    call = _Call(tuple(kinds), len(args), tuple(kwargs), constants, n_flat, tuple(caches), frozenset(cache_tensors))
+    key = repr((call.kinds, call.keywords, tuple(sorted(constants.items()))))
+    return call, tensors, key
+
+
+def _merge(tensors: Sequence[Any], constants: Dict[int, Any], n_flat: int) -> List[Any]:
+    it = iter(tensors)
+    return [constants[i] if i in constants else next(it) for i in range(n_flat)]
+
+
+class _Op:
+    """The operator of one wrapped module: its library, its table of calls, its real and fake kernels."""
+
+    def __init__(self, module: Any, qualname: str, fake: Optional[Callable[..., Any]]) -> None:
+        import torch
+
+        from .schema import parse_operator_name
+        from .errors import SchemaError
+
+        try:
+            name = parse_operator_name(qualname)
+        except SchemaError as exc:
+            raise ValueError(f"as_custom_op: {qualname!r} is not an operator name 'namespace::name': {exc}") from None
+        if not name.namespace or name.overload:
+            raise ValueError(f"as_custom_op: {qualname!r} must be 'namespace::name' (a namespace, no overload)")
+        try:
+            torch._C._dispatch_find_schema_or_throw(qualname, "")
+        except RuntimeError:
+            pass
+        else:
+            raise ValueError(f"as_custom_op: an operator {qualname!r} already exists; choose another name")
+        self.qualname = qualname
+        self.run: Callable[..., Any] = module.forward
+        self.fake_fn = fake
+        self.calls: Dict[str, _Call] = {}
+        self.lib = torch.library.Library(name.namespace, "FRAGMENT")
+        self.lib.define(f"{name.name}(Tensor[] tensors, str call) -> Tensor[]")
+        self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")
+        torch.library.register_fake(qualname, self._fake, lib=self.lib)
+        self.op = getattr(getattr(torch.ops, name.namespace), name.name).default
+
+    def close(self) -> None:
+        self.lib._destroy()
+
+    # ---- the kernels -----------------------------------------------------------------------------
+
+    def _call_module(self, fn: Callable[..., Any], call: _Call, tensors: Sequence[Any]) -> Tuple[Any, List[Any]]:
+        """Rebuild the arguments, run ``fn``; the output and the caches as they are after the call."""
+        values = deserialize_args(_merge(tensors, call.constants, call.n_flat), list(call.kinds))
+        args = values[: call.n_positional]
+        kwargs = dict(zip(call.keywords, values[call.n_positional :]))
+        output = fn(*args, **kwargs)
+        return output, [values[i] for i in call.caches]
+
+    def _flat_outputs(self, output: Any, caches: List[Any]) -> Tuple[Tuple[str, ...], List[Any], Dict[int, Any], int]:
+        values = (output, *caches)
+        kinds = []
+        tensors: List[Any] = []
+        constants: Dict[int, Any] = {}
+        n_flat = 0
+        for i, value in enumerate(values):
+            kinds.append(type_as_str_with_info(value))
+            flat = _flat(value)
+            what = "the output" if i == 0 else f"cache argument {i - 1} after the call"
+            _split(flat, tensors, constants, n_flat, f"{self.qualname}: {what}")
+            n_flat += len(flat)
+        return tuple(kinds), tensors, constants, n_flat
+
+    def _real(self, tensors: List[Any], key: str) -> List[Any]:
+        call = self._lookup(key)
+        versions = [t._version for t in tensors]
+        output, caches = self._call_module(self.run, call, tensors)
+        kinds, out, constants, n_flat = self._flat_outputs(output, caches)
+        changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]
+        if changed:
+            raise CustomOpError(
+                f"{self.qualname}: the module changed input tensor(s) {changed} of the call in place; behind a custom "
+                "operator the change would not reach the caller (only caches are written back): return the new value instead"
+            )
+        dtypes = tuple(t.dtype for t in out)
+        if call.out_kinds is None:
+            call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
+            call.out_dtypes, call.out_devices = dtypes, tuple(t.device for t in out)
+        elif (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
+            raise CustomOpError(
+                f"{self.qualname}: the module returned {kinds} (constants {constants}, dtypes {dtypes}) where an "
+                f"earlier call of the same structure returned {call.out_kinds} (constants {call.out_constants}, "
+                f"dtypes {call.out_dtypes}); an operator has one output structure per call structure"
+            )
+        shapes = (tuple(tuple(t.shape) for t in tensors), tuple(tuple(t.shape) for t in out))
+        if shapes not in call.shapes and len(call.shapes) < _MAX_RECORDED_CALLS:
+            call.shapes.append(shapes)
+            call.rules = None
+        return out
+
+    def _fake(self, tensors: List[Any], key: str) -> List[Any]:
+        import torch
+
+        call = self._lookup(key)
+        if self.fake_fn is not None:
+            output, caches = self._call_module(self.fake_fn, call, tensors)
+            kinds, out, constants, n_flat = self._flat_outputs(output, caches)
+            if call.out_kinds is None:
+                call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
+            elif (kinds, constants) != (call.out_kinds, call.out_constants):
+                raise CustomOpError(f"{self.qualname}: fake= returned {kinds} where the module returns {call.out_kinds}")
+            # a fake kernel may not return its inputs (unchanged cache tensors, for one)
+            return [t.clone() if any(t is x for x in tensors) else t for t in out]
+        if call.out_kinds is None or not call.shapes:
+            raise CustomOpError(
+                f"{self.qualname}: the module was never called eagerly with this call structure, {key}; call it once "
+                "in eager mode (calibration) before exporting, or pass fake= to as_custom_op"
+            )
+        if call.rules is None:
+            call.rules = _learn(self.qualname, call.shapes)
+        sizes = [t.shape for t in tensors]
+        return [
+            torch.empty(_evaluate(self.qualname, k, rules, sizes), dtype=dtype, device=device)
+            for k, (rules, dtype, device) in enumerate(zip(call.rules, call.out_dtypes, call.out_devices))
+        ]
+
+    def _lookup(self, key: str) -> _Call:
+        call = self.calls.get(key)
+        if call is None:
+            raise CustomOpError(f"{self.qualname}: called with an unknown call key {key!r}; call it through its module")
+        return call
+
+
+# --------------------------------------------------------------------------------------------------
+# shapes (Note [learned shapes])
+
+# Candidates kept per rule: enough to show an ambiguity, bounded for modules with hundreds of inputs.
+_MAX_CANDIDATES = 32
+
+
+def _learn(op: str, shapes: Sequence[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]]) -> List[List[_Rule]]:
+    """For each output tensor, one rule per dimension, from the recorded calls."""
+    ins = [[size for shape in call_in for size in shape] for call_in, _ in shapes]
+    where = [(i, d) for i, shape in enumerate(shapes[0][0]) for d in range(len(shape))]
+    if any(len(x) != len(where) for x in ins) or len({tuple(len(s) for s in out) for _, out in shapes}) != 1:
+        raise CustomOpError(f"{op}: the recorded calls of one structure have tensors of different ranks; pass fake=")
+    by_value: Dict[int, List[int]] = {}
+    for a, v in enumerate(ins[0]):
+        by_value.setdefault(v, []).append(a)
+    rules: List[List[_Rule]] = []
+    for k, rank in enumerate(len(s) for s in shapes[0][1]):
+        per_dim: List[_Rule] = []
+        for d in range(rank):
+            target = [out[k][d] for _, out in shapes]
+            dims = [a for a in by_value.get(target[0], ()) if all(x[a] == t for x, t in zip(ins, target))]
+            if dims:
+                per_dim.append(("dim", tuple(where[a] for a in dims[:_MAX_CANDIDATES])))
+                continue
+            if len(set(target)) == 1:
+                per_dim.append(("const", (target[0],)))
+                continue
+            sums = [
+                (a, b)
+                for a, va in enumerate(ins[0])
+                for b in by_value.get(target[0] - va, ())
+                if a <= b and all(x[a] + x[b] == t for x, t in zip(ins, target))
+            ]
+            if sums:
+                per_dim.append(("sum", tuple((where[a], where[b]) for a, b in sums[:_MAX_CANDIDATES])))
+                continue
+            plus = [
+                a for a in range(len(where)) if len({t - x[a] for x, t in zip(ins, target)}) == 1
+            ]
+            if plus:
+                per_dim.append(("plus", tuple((where[a], target[0] - ins[0][a]) for a in plus[:_MAX_CANDIDATES])))
+                continue
+            per_dim.append(("none", ()))
+        rules.append(per_dim)
+    return rules
+
+
+def _spell(kind: str, cand: Any) -> str:
+    if kind == "dim":
+        return f"input tensor {cand[0]} dim {cand[1]}"
+    if kind == "const":
+        return str(cand)
+    if kind == "sum":
+        (i, d), (j, e) = cand
+        return f"input tensor {i} dim {d} + input tensor {j} dim {e}"
+    (i, d), c = cand
+    return f"input tensor {i} dim {d} {'+' if c >= 0 else '-'} {abs(c)}"
+
+
+def _value(kind: str, cand: Any, sizes: Sequence[Any]) -> Any:
+    if kind == "dim":
+        return sizes[cand[0]][cand[1]]
+    if kind == "const":
+        return cand
+    if kind == "sum":
+        (i, d), (j, e) = cand
+        return sizes[i][d] + sizes[j][e]
+    (i, d), c = cand
+    return sizes[i][d] + c
+
+
+def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> List[Any]:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    shape = []
+    for d, (kind, cands) in enumerate(rules):
+        if kind == "none":
+            raise CustomOpError(
+                f"{op}: output tensor {k} dim {d} is not an input dimension, a constant or a sum of them in the recorded "
+                "calls; pass fake= to as_custom_op"
+            )
+        values = [_value(kind, c, sizes) for c in cands]
+        for c, v in zip(cands[1:], values[1:]):
+            if not statically_known_true(values[0] == v):
+                raise CustomOpError(
+                    f"{op}: output tensor {k} dim {d} cannot be derived: in every recorded call it equals both "
+                    f"{_spell(kind, cands[0])} and {_spell(kind, c)}, which differ here ({values[0]} and {v}); call the "
+                    "module once more in eager mode with other sizes (batch, sequence), or pass fake= to as_custom_op"
+                )
+        shape.append(values[0])
+    return shape
+
+
+# --------------------------------------------------------------------------------------------------
+# the wrapper module
+
+_WRAPPER_CLASSES: Dict[type, type] = {}
+# Module attributes that are dicts owned by one module: the wrapper gets its own copies (same values).
+_OWN_DICTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_forward_hooks", "_forward_pre_hooks")
+
+
+def _wrapper_class(cls: type) -> type:
+    sub = _WRAPPER_CLASSES.get(cls)
+    if sub is not None:
+        return sub
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._pbp_op.forward(self, args, kwargs)
+
+    forward.__signature__ = inspect.signature(cls.forward)  # type: ignore[attr-defined]
+    forward.__doc__ = cls.forward.__doc__
+    sub = type(f"{cls.__name__}AsCustomOp", (cls,), {"forward": forward, "__module__": cls.__module__})
+    sub.__qualname__ = f"{cls.__qualname__}AsCustomOp"
+    _WRAPPER_CLASSES[cls] = sub
+    return sub
+
+
+def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    bound = op.signature.bind(*args, **kwargs)  # a TypeError for a bad call, as the module's own forward gives
+    args, kwargs = bound.args, bound.kwargs
+    call, tensors, key = _describe_call(op.qualname, args, kwargs)
+    known = op.calls.setdefault(key, call)
+    out = op.op(tensors, key)
+    if known.out_kinds is None:  # pragma: no cover - both kernels fill it or raise
+        raise CustomOpError(f"{op.qualname}: the operator returned without an output structure")
+    values = deserialize_args(_merge(out, known.out_constants, known.out_n_flat), list(known.out_kinds))
+    given = [*args, *kwargs.values()]
+    for i, new in zip(known.caches, values[1:]):
+        _caches.write_back(given[i], new)
+    return values[0]
+
+
+_Op.forward = _forward  # type: ignore[attr-defined]
+
+
+def is_custom_op_module(module: Any) -> bool:
+    """True if ``module`` is a wrapper made by :func:`as_custom_op`."""
+    return "_pbp_op" in getattr(module, "__dict__", {})
+
+
+def as_custom_op(module: "torch.nn.Module", qualname: str, *, fake: Optional[Callable[..., Any]] = None) -> "torch.nn.Module":
+    """A module that runs ``module`` behind the custom operator ``torch.ops.<namespace>.<name>``.
+
+    ``qualname`` is ``"namespace::name"``, an operator that does not exist yet. The result shares
+    ``module``'s parameters, buffers and submodules, derives from its class, and its ``forward`` has
+    the same signature; each call flattens the arguments (tensors, lists, dicts, namedtuples, ``None``,
+    scalars, every cache kind the library supports), calls the operator and returns the rebuilt output.
+    Caches passed as arguments are updated in place as the module updates them (Note [write back]).
+
+    Under fake tensors (``torch.export``) the operator does not run ``module``: output shapes are
+    learned from the eager calls made so far (Note [learned shapes]), so call the result once or twice
+    eagerly, with different batch and sequence sizes, before exporting. ``fake``, if given, is called
+    instead, with the rebuilt arguments (fake tensors), and must return what ``module`` would; pass
+    ``module.forward`` to trace the module's own code.
+
+    Raises ``ValueError`` for a bad or taken operator name and :class:`CustomOpError` (a ``TypeError``)
+    for a call or an output that cannot be carried or whose shapes cannot be derived.
+    """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"as_custom_op: expected a torch.nn.Module, got {type(module).__qualname__}")
+    if is_custom_op_module(module):
+        raise ValueError(f"as_custom_op: the module is already behind operator {module._pbp_op.qualname!r}")
+    op = _Op(module, qualname, fake)
+    cls = _wrapper_class(type(module))
+    wrapper = cls.__new__(cls)
+    wrapper.__dict__.update(module.__dict__)
+    for name in _OWN_DICTS:
+        if name in wrapper.__dict__:
+            wrapper.__dict__[name] = type(wrapper.__dict__[name])(wrapper.__dict__[name])
+    wrapper.__dict__["_pbp_op"] = op
+    wrapper.__dict__["_pbp_original"] = module
+    op.run = type(module).forward.__get__(wrapper)
+    op.signature = inspect.signature(op.run)
+    return wrapper
+
+
+def _op_name(path: str) -> str:
+    from ._treespec_ast import encode_body
+
+    body = encode_body(path)
+    return body if body[:1].isalpha() else f"m{body}"
+
+
+def replace_with_custom_ops(
+    model: "torch.nn.Module", classes: Union[type, Tuple[type, ...]], namespace: str
+) -> List[str]:
+    """Replace, in place, every submodule of ``model`` that is an instance of ``classes`` by its
+    :func:`as_custom_op` wrapper; return their dotted paths.
+
+    The operator of the submodule at ``path`` is ``namespace::<path>`` with ``.`` spelled ``__``
+    (``model.layers.0`` -> ``mypbp::model__layers__0``). A submodule inside one that is replaced is left
+    alone. :func:`restore_modules` undoes it.
+    """
+    import torch
+
+    if not isinstance(classes, tuple):
+        classes = (classes,)
+    if isinstance(model, classes):
+        raise ValueError("replace_with_custom_ops: the model itself is an instance of classes; use as_custom_op")
+    chosen: List[Tuple[str, Any]] = []
+    for path, sub in model.named_modules(remove_duplicate=False):
+        if path and isinstance(sub, classes) and not is_custom_op_module(sub):
+            if not any(path.startswith(p + ".") for p, _ in chosen):  # a dotted path, not the schema language
+                chosen.append((path, sub))
+    names = [_op_name(p) for p, _ in chosen]
+    wrappers: Dict[int, Any] = {}
+    done: List[str] = []
+    try:
+        for (path, sub), name in zip(chosen, names):
+            if id(sub) not in wrappers:
+                wrappers[id(sub)] = as_custom_op(sub, f"{namespace}::{name}")
+            model.set_submodule(path, wrappers[id(sub)])
+            done.append(path)
+    except BaseException:
+        for path in done:  # all or nothing
+            model.set_submodule(path, model.get_submodule(path)._pbp_original)
+        for w in wrappers.values():
+            w._pbp_op.close()
+        raise
+    del torch
+    return done
+
+
+def restore_modules(model: "torch.nn.Module") -> List[str]:
+    """Undo :func:`replace_with_custom_ops`: put every original submodule back, free the operator names;
+    return the paths restored."""
+    restored: List[str] = []
+    closed = set()
+    for path, sub in list(model.named_modules(remove_duplicate=False)):
+        if path and is_custom_op_module(sub):
+            model.set_submodule(path, sub._pbp_original)
+            restored.append(path)
+            if id(sub) not in closed:
+                closed.add(id(sub))
+                sub._pbp_op.close()
+    return restored

@@ -1,0 +1,128 @@
+"""Real tiny models (built from config, eager attention) with their layers behind custom operators.
+
+Eager: a prefill then decode steps give the same logits as the untouched model, bit for bit, and the
+caller's cache ends in the same state (every attribute of every layer): the updates the layers make
+behind the operator are written back. Export: ``torch.export.export(strict=False)`` with a dynamic
+batch and sequence gives one call node per replaced layer and the same outputs as eager at other
+shapes, Qwen3-Next included, which does not export whole (the negative control below).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import _tiny_models as tiny  # noqa: E402
+from _pbp_compare import assert_same_state  # noqa: E402
+
+from piece_by_piece_serialize import replace_with_custom_ops, restore_modules  # noqa: E402
+
+_ns = (f"pbpm{i}" for i in itertools.count())  # operator namespaces are process-wide: one per test
+
+
+def _layers(model: Any) -> tuple[type, ...]:
+    """The classes of the decoder layers (several for a hybrid model)."""
+    return tuple(dict.fromkeys(type(layer) for layer in model.model.layers))
+
+
+DECODERS = {
+    "llama": tiny.llama,
+    "mistral": tiny.mistral,  # window 5: the 7-token prefill and the decode steps run past it
+    "gemma2": tiny.gemma2,
+    "gemma3": tiny.gemma3,
+    "qwen3_next": tiny.qwen3_next,
+    "lfm2": tiny.lfm2,
+}
+
+
+@pytest.mark.parametrize("family", sorted(DECODERS))
+def test_eager_prefill_and_decode_equal_the_model(family: str) -> None:
+    model = DECODERS[family]()
+    reference = copy.deepcopy(model)
+    paths = replace_with_custom_ops(model, _layers(model), next(_ns))
+    assert paths == [f"model.layers.{i}" for i in range(len(model.model.layers))]
+    for batch in (1, 2):
+        got_logits, got_cache = tiny.prefill(model, 7, batch=batch)
+        want_logits, want_cache = tiny.prefill(reference, 7, batch=batch)
+        assert torch.equal(got_logits, want_logits)
+        assert_same_state(want_cache, got_cache)
+        for got, want in zip(tiny.decode(model, got_cache, 4, batch), tiny.decode(reference, want_cache, 4, batch)):
+            assert torch.equal(got, want)
+        assert got_cache.get_seq_length() == 11
+        assert_same_state(want_cache, got_cache)
+    assert restore_modules(model) == paths
+    assert all(type(layer) in _layers(reference) for layer in model.model.layers)
+
+
+@pytest.mark.parametrize("family", ["t5", "whisper"])
+def test_encoder_decoder_blocks_with_their_cache(family: str) -> None:
+    model = getattr(tiny, family)()
+    reference = copy.deepcopy(model)
+    decoder = model.get_decoder()
+    blocks = decoder.block if family == "t5" else decoder.layers
+    paths = replace_with_custom_ops(model, type(blocks[0]), next(_ns))
+    assert len(paths) == (4 if family == "t5" else 2)  # T5's encoder blocks are of the same class
+    got_logits, got_cache, got_encoder = tiny.encoder_decoder_prefill(model, 5)
+    want_logits, want_cache, want_encoder = tiny.encoder_decoder_prefill(reference, 5)
+    assert type(got_cache).__name__ == "EncoderDecoderCache"
+    assert torch.equal(got_logits, want_logits)
+    assert_same_state(want_cache, got_cache)
+    steps = zip(
+        tiny.encoder_decoder_decode(model, got_cache, got_encoder, 3),
+        tiny.encoder_decoder_decode(reference, want_cache, want_encoder, 3),
+    )
+    for got, want in steps:
+        assert torch.equal(got, want)
+    assert_same_state(want_cache, got_cache)
+    restore_modules(model)
+
+
+class _Logits(torch.nn.Module):
+    """What is exported: input ids to logits, no cache."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any) -> Any:
+        return self.model(input_ids, use_cache=False).logits
+
+
+def _export(model: Any) -> Any:
+    batch = torch.export.Dim("batch", min=1, max=64)
+    seq = torch.export.Dim("seq", min=2, max=128)
+    return torch.export.export(_Logits(model), (tiny.ids(6, 2),), dynamic_shapes=({0: batch, 1: seq},), strict=False)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "qwen3_next"])
+def test_export_piece_by_piece_with_dynamic_batch_and_sequence(family: str) -> None:
+    model = DECODERS[family]()
+    reference = copy.deepcopy(model)
+    namespace = next(_ns)
+    paths = replace_with_custom_ops(model, _layers(model), namespace)
+    with torch.no_grad():  # calibration: two eager calls of other sizes teach the operators their output shapes
+        for batch, n in ((2, 5), (3, 9)):
+            model(tiny.ids(n, batch), use_cache=False)
+    program = _export(model)
+    calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == namespace]
+    assert [n.target.name() for n in calls] == [f"{namespace}::model__layers__{i}" for i in range(len(paths))]
+    exported = program.module()
+    for batch, n in ((1, 3), (4, 11), (2, 70)):  # 70 > the window of mistral and gemma2, > qwen3_next's chunk 64
+        x = tiny.ids(n, batch, seed=5)
+        with torch.no_grad():
+            want = reference(x, use_cache=False).logits
+            got = exported(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    restore_modules(model)
+
+
+def test_qwen3_next_does_not_export_whole() -> None:
+    """The negative control of the test above: its linear attention guards on the sequence length."""
+    with pytest.raises(Exception, match="seq"):
+        _export(tiny.qwen3_next())
