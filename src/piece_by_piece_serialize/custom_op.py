@@ -48,7 +48,9 @@ that holds in every recorded call: it equals an input dimension; it is a constan
 two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
 hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
 inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
-with another call whose sizes differ, or to pass ``fake=``. Dtypes and devices are those recorded.
+with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the
+traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
+Dtypes and devices are those recorded.
 """
 
 from __future__ import annotations
@@ -176,11 +178,7 @@ class _Op:
             raise ValueError(f"as_custom_op: {qualname!r} is not an operator name 'namespace::name': {exc}") from None
         if not name.namespace or name.overload:
             raise ValueError(f"as_custom_op: {qualname!r} must be 'namespace::name' (a namespace, no overload)")
-        try:
-            torch._C._dispatch_find_schema_or_throw(qualname, "")
-        except RuntimeError:
-            pass
-        else:
+        if torch._C._jit_get_schemas_for_operator(qualname):  # any overload
             raise ValueError(f"as_custom_op: an operator {qualname!r} already exists; choose another name")
         self.qualname = qualname
         self.run: Callable[..., Any] = module.forward
@@ -352,7 +350,7 @@ def _value(kind: str, cand: Any, sizes: Sequence[Any]) -> Any:
 
 
 def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> List[Any]:
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
 
     shape = []
     for d, (kind, cands) in enumerate(rules):
@@ -363,7 +361,15 @@ def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> 
             )
         values = [_value(kind, c, sizes) for c in cands]
         for c, v in zip(cands[1:], values[1:]):
-            if not statically_known_true(values[0] == v):
+            if statically_known_true(values[0] == v):
+                continue
+            if not isinstance(values[0], int) and not isinstance(v, int) and optimization_hint(values[0]) == optimization_hint(v):
+                # Two symbolic sizes that every recorded call and the traced inputs have equal (the batch of two
+                # inputs): say so to the tracer, which fails if the user declared them independent.
+                import torch
+
+                torch._check(values[0] == v)
+            else:
                 raise CustomOpError(
                     f"{op}: output tensor {k} dim {d} cannot be derived: in every recorded call it equals both "
                     f"{_spell(kind, cands[0])} and {_spell(kind, c)}, which differ here ({values[0]} and {v}); call the "
