@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine with only Python 3.11:
-#   make demo   -- creates .venv, installs the package, runs the main job
+#   make demo   -- creates .venv, installs the package with transformers, runs the main job on a tiny Llama
 #   make test   -- creates .venv, installs with the test extras, runs the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
 
@@ -18,7 +18,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) install $(PIN) -e .
+	$(PIP) install $(PIN) -e '.[transformers]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt

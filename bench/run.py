@@ -29,9 +29,10 @@ from _timing import SECTIONS, Row, fmt_time  # noqa: E402
 import hotpath  # noqa: E402,F401  (registers the sections)
 import sections  # noqa: E402,F401
 import treespec_compare  # noqa: E402,F401
+import custom_op_overhead  # noqa: E402,F401
 
 # The order of the table: the six measurement groups.
-ORDER = ["schema", "treespec", "hotpath", "startup", "scaling"]
+ORDER = ["schema", "treespec", "hotpath", "custom_op", "startup", "scaling"]
 
 
 def render_markdown(rows: list[Row]) -> str:

@@ -231,8 +231,9 @@ class _Op:
         dtypes = tuple(t.dtype for t in out)
         if call.out_kinds is None:
             call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
+        if not call.shapes:  # the first eager call (a fake= kernel may have seen the structure before)
             call.out_dtypes, call.out_devices = dtypes, tuple(t.device for t in out)
-        elif (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
+        if (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
             raise CustomOpError(
                 f"{self.qualname}: the module returned {kinds} (constants {constants}, dtypes {dtypes}) where an "
                 f"earlier call of the same structure returned {call.out_kinds} (constants {call.out_constants}, "

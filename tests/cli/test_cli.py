@@ -484,6 +484,10 @@ def test_demo(capsys):
     assert f"  parsed:                 {good}/{total}" in lines
     assert "decoded spec equal: True; rebuilt input equal: True" in lines
     assert any(line.startswith("name (") and "input_ids" in line for line in lines)
+    # part 1, the job: layers behind operators, eager equal, exported graph with one node per layer
+    assert "  model.layers.1 -> torch.ops.pbp_demo.model__layers__1" in lines
+    assert any(line.startswith("eager, batch 2:") and line.endswith("equal to the original's: True") for line in lines)
+    assert sum(line.startswith("  %model__layers__") for line in lines) == 2
 
 
 def test_byte_order_mark_does_not_shift_columns(capsys, tmp_path):

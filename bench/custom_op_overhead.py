@@ -1,0 +1,64 @@
+"""The cost of a module behind a custom operator, eager, against the bare module (``make bench``).
+
+Two measurements on the demo's tiny Llama (two decoder layers, hidden size 32: the smallest model, so the
+fixed cost per call shows the most): one decode step of the whole model with a 7-token DynamicCache (the
+cache is cropped back after each step, on both sides), and one decoder layer called alone on a 7-token
+prefill without a cache. Ours has the layers behind operators (flatten, dispatcher, rebuild, cache write
+back); the baseline is the untouched model. No target: the ratio is what a user pays per call, and it
+shrinks as the layers get bigger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+
+from _timing import Row, interleaved, section
+
+_ns = (f"pbpbench{i}" for i in itertools.count())
+
+
+@section("custom_op")
+def custom_op_overhead(args: argparse.Namespace) -> list[Row]:
+    import torch
+
+    from piece_by_piece_serialize._demo import tiny_llama
+    from piece_by_piece_serialize import replace_with_custom_ops
+
+    bare = tiny_llama()
+    wrapped = copy.deepcopy(bare)
+    replace_with_custom_ops(wrapped, type(bare.model.layers[0]), next(_ns))
+    ids = torch.randint(0, 128, (1, 7), generator=torch.Generator().manual_seed(0))
+    token = ids[:, :1]
+    rows: list[Row] = []
+    with torch.no_grad():
+        caches = {name: m(ids, use_cache=True).cache for name, m in (("ours", wrapped), ("bare", bare))}
+
+        def step(model: torch.nn.Module, cache: object) -> None:
+            model(token, cache=cache)
+            cache.crop(-1)  # back to the 7 prefill tokens
+
+        t = interleaved(
+            {"ours": lambda: step(wrapped, caches["ours"]), "bare": lambda: step(bare, caches["bare"])},
+            repeats=3 if args.quick else 15,
+            number=20 if args.quick else 100,
+        )
+        rows.append(Row("custom_op", "tiny Llama decode step, 2 layers behind custom operators (eager)", t["ours"],
+                        "the same model, layers not replaced", t["bare"], note="7-token DynamicCache"))
+
+        hidden = torch.randn(1, 7, 32)
+        position_ids = torch.arange(7)[None]
+        embeddings = bare.model.rotary_emb(hidden, position_ids)
+        layer, wrapped_layer = bare.model.layers[0], wrapped.model.layers[0]
+        t = interleaved(
+            {
+                "ours": lambda: wrapped_layer(hidden, position_embeddings=embeddings, position_ids=position_ids),
+                "bare": lambda: layer(hidden, position_embeddings=embeddings, position_ids=position_ids),
+            },
+            repeats=3 if args.quick else 15,
+            number=20 if args.quick else 100,
+        )
+        rows.append(Row("custom_op", "one LlamaDecoderLayer call behind its custom operator (eager, no cache)", t["ours"],
+                        "the bare layer", t["bare"], note="7 tokens"))
+    return rows
