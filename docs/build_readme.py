@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
-SECTIONS = ["schema.md", "treespec_names.md", "serialization.md", "cli.md", "fuzzing.md"]
+SECTIONS = ["custom_op.md", "schema.md", "treespec_names.md", "serialization.md", "cli.md", "fuzzing.md"]
 
 
 def _benchmarks() -> str:
