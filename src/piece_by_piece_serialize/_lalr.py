@@ -17,6 +17,11 @@ then a syntax error on that token). Tokens whose terminal is filtered out (``_NA
 from a rule's children; ``_rule`` children are spliced into their parent; a ``?rule`` with one child left is
 replaced by that child; every other rule calls the transformer method named after its alias or its name.
 
+Two shortcuts change how fast, never what: the lexer tries only the terminals that can start with the next one
+or two characters, from a dispatch table generated with the tables (Note [first-character dispatch] in
+``_lalr_build``), and a chain of reductions of one-symbol ``?rule``s, which only changes the top state, is one
+table look-up (Note [folded unit reductions]).
+
 Invariants: the engine keeps no per-parse state on itself (re-entrant, thread-safe after construction); work is
 linear in the input (every step shifts a token or reduces a rule, and reductions are bounded by shifts); nothing
 recurses; bad input raises :class:`Failure`, holding everything an error message needs.
@@ -82,18 +87,57 @@ _END = "$END"
 
 
 class _Scanner:
-    """One compiled alternation of terminals, in lark's order, and the keywords its regex terminals absorb."""
+    """One compiled alternation of terminals, in lark's order, and the keywords its regex terminals absorb.
 
-    __slots__ = ("match", "names", "keywords")
+    ``first`` is the generated dispatch on the next characters of the text (Note [first-character dispatch] in
+    _lalr_build): it maps an ASCII character to an entry, or to a dict mapping the character after it to an
+    entry. An entry is a literal ``(kind, text)``, the only terminal that can match there (it does), or the
+    ``match`` of the alternation of the only terminals that can, in the same order. Characters it does not map
+    are matched by the whole alternation (``match``)."""
 
-    def __init__(self, spec: Tuple[Tuple[Tuple[str, str], ...], Dict[str, Dict[str, str]]]) -> None:
-        terminals, keywords = spec
+    __slots__ = ("match", "names", "keywords", "first")
+
+    def __init__(self, spec: Tuple[Any, ...], literals: Dict[str, str], made_entries: Dict[Any, Any]) -> None:
+        terminals, keywords, dispatch = spec
+        regexps = dict(terminals)
         if terminals:
-            self.match = re.compile("|".join(f"(?P<{name}>{regexp})" for name, regexp in terminals)).match
+            self.match = re.compile("|".join([f"(?P<{name}>{regexp})" for name, regexp in terminals])).match
         else:  # a state that only accepts the end of the input (an empty pattern would match everywhere)
             self.match = lambda text, pos: None
-        self.names = frozenset(name for name, _ in terminals)  # as lark reports them: keywords are not listed
+        self.names = frozenset([name for name, _ in terminals])  # as lark reports them: keywords are not listed
         self.keywords = keywords
+
+        # (written without helper functions: an engine is built once per process, often inside code that
+        # counts Python calls)
+        first: Dict[str, Any] = {}
+        for chars, spec in dispatch:
+            seconds = spec.items() if spec.__class__ is dict else (("", spec),)
+            made: Dict[str, Any] = {}
+            for chars2, spec2 in seconds:
+                hit = made_entries.get(spec2)
+                if hit is None and spec2 is not None:
+                    if spec2.__class__ is str:  # a literal
+                        hit = (spec2, literals[spec2])
+                    else:
+                        hit = re.compile("|".join([f"(?P<{name}>{regexps[name]})" for name in spec2])).match
+                    made_entries[spec2] = hit
+                made[chars2] = hit
+            if spec.__class__ is dict:
+                second = _Second({c2: hit for chars2, hit in made.items() if chars2 for c2 in chars2})
+                second.default = made[""]
+                first.update(dict.fromkeys(chars, second))
+            else:
+                first.update(dict.fromkeys(chars, made[""]))
+        self.first = first
+
+
+class _Second(dict):
+    """The entries of a first character by the character after it; any other (or none) gets ``default``."""
+
+    __slots__ = ("default",)
+
+    def __missing__(self, key: str) -> Any:
+        return self.default
 
 
 class Engine:
@@ -107,31 +151,41 @@ class Engine:
         self.start_state: int = tables["start_state"]
         self.end_state: int = tables["end_state"]
         self.ignore = frozenset(tables["ignore"])
-        scanners = [_Scanner(spec) for spec in tables["scanners"]]
-        self.scanner_of_state = tuple(scanners[i] for i in tables["scanner_of_state"])
+        made_entries: Dict[Any, Any] = {}  # dispatch entries, shared by the scanners
+        scanners = [_Scanner(spec, tables["literals"], made_entries) for spec in tables["scanners"]]
+        self.scanner_of_state = tuple([scanners[i] for i in tables["scanner_of_state"]])
         self.root_scanner = scanners[tables["root_scanner"]]
         if postlex is not None and len(scanners) != 1:
             raise ValueError("a postlexer needs the basic lexer")
         self.postlex = postlex
-        self.rules = tuple(_bind(rule, callbacks) for rule in tables["rules"])
+        self.rules = tuple([_bind(rule, callbacks) for rule in tables["rules"]])
+        self.steps = _steps(self.actions, self.gotos, self.rules, self.end_state)
 
     # --- lexing ---------------------------------------------------------------------------------------------
     def _tokens(self, text: str, states: List[int]) -> Iterator[Token]:
         """Tokens of ``text``, lexed lazily: the scanner for the next token is the one of the state on top of
-        ``states`` when it is asked for (as lark's contextual lexer does)."""
+        ``states`` when it is asked for (as lark's contextual lexer does). :meth:`parse` runs the same lexer
+        inline when there is no postlexer."""
         pos, end, ignore = 0, len(text), self.ignore
         scanners = self.scanner_of_state
         while pos < end:
             scanner = scanners[states[-1]]
-            m = scanner.match(text, pos)
-            if m is None:
-                self._mismatch(text, pos, scanner)
-            kind = m.lastgroup
-            value = m.group()
-            stop = m.end()
-            keywords = scanner.keywords.get(kind)
-            if keywords is not None:
-                kind = keywords.get(value, kind)
+            hit = scanner.first.get(text[pos])
+            if hit.__class__ is _Second:
+                hit = hit[text[pos + 1 : pos + 2]]
+            if hit.__class__ is tuple:  # a literal, known to match here
+                kind, value = hit
+                stop = pos + len(value)
+            else:
+                m = (scanner.match if hit is None else hit)(text, pos)
+                if m is None:
+                    self._mismatch(text, pos, scanner)
+                kind = m.lastgroup
+                value = m.group()
+                stop = m.end()
+                keywords = scanner.keywords.get(kind)
+                if keywords is not None:
+                    kind = keywords.get(value, kind)
             if kind not in ignore:
                 yield Token(kind, value, pos, stop)
             pos = stop
@@ -151,12 +205,77 @@ class Engine:
     def parse(self, text: str) -> Any:
         """The value the start rule's callback returns for ``text``; raises :class:`Failure` if ``text`` is not
         in the language. Exceptions raised by the callbacks propagate unchanged."""
+        if self.postlex is not None:
+            return self._parse_stream(text)
+        actions, gotos, steps = self.actions, self.gotos, self.steps
+        states: List[int] = [self.start_state]
+        values: List[Any] = []
+        push_state, push_value = states.append, values.append
+        scanners, ignore, end_state = self.scanner_of_state, self.ignore, self.end_state
+        pos, length = 0, len(text)
+        try:
+            while True:
+                # --- the next token (the lexer of _tokens, inline) ---
+                if pos < length:
+                    scanner = scanners[states[-1]]
+                    hit = scanner.first.get(text[pos])
+                    if hit.__class__ is _Second:
+                        hit = hit[text[pos + 1 : pos + 2]]
+                    if hit.__class__ is tuple:  # a literal, known to match here
+                        kind, value = hit
+                        stop = pos + len(value)
+                    else:
+                        m = (scanner.match if hit is None else hit)(text, pos)
+                        if m is None:
+                            self._mismatch(text, pos, scanner)
+                        kind = m.lastgroup
+                        value = m.group()
+                        stop = m.end()
+                        keywords = scanner.keywords.get(kind)
+                        if keywords is not None:
+                            kind = keywords.get(value, kind)
+                    if kind in ignore:
+                        pos = stop
+                        continue
+                    token = Token(kind, value, pos, stop)
+                    pos = stop
+                else:
+                    token = Token(_END, "", length, length)
+                    kind = _END
+                # --- the parser ---
+                while True:
+                    try:
+                        step = steps[states[-1]][kind]
+                    except KeyError:
+                        raise Failure(token.start_pos, token, states, values, actions[states[-1]]) from None
+                    cls = step.__class__
+                    if cls is int:  # shift (never the end: the loop returns when the end state is reached)
+                        push_state(step)
+                        push_value(token)
+                        break
+                    if cls is dict:  # unit reductions: only the top state changes (Note [folded unit reductions])
+                        states[-1] = step[states[-2]]
+                    else:
+                        size, origin, build = step
+                        if size:
+                            children = values[-size:]
+                            del values[-size:]
+                            del states[-size:]
+                            push_value(build(children))
+                        else:
+                            push_value(build([]))
+                        push_state(gotos[states[-1]][origin])
+                    if kind is _END and states[-1] == end_state:
+                        return values[-1]
+        except _Mismatch as e:  # e.token: a terminal this state's lexer does not try
+            raise Failure(e.pos, e.token, states, values, e.allowed) from None
+
+    def _parse_stream(self, text: str) -> Any:
+        """:meth:`parse` through the postlexer: tokens from :meth:`_tokens`, filtered by ``postlex.process``."""
         actions, gotos, rules = self.actions, self.gotos, self.rules
         states: List[int] = [self.start_state]
         values: List[Any] = []
-        tokens = self._tokens(text, states)
-        if self.postlex is not None:
-            tokens = self.postlex.process(tokens)
+        tokens = self.postlex.process(self._tokens(text, states))
         end = Token(_END, "", len(text), len(text))
         end_state = self.end_state
         token: Optional[Token] = None
@@ -212,6 +331,51 @@ class Engine:
                     accepted.add(kind)
                     break
         return frozenset(accepted)
+
+
+# Note [folded unit reductions]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Half of the reductions of a schema are of a ?rule over one symbol (name: IDENT, type: primary, ...): the value
+# stays on the stack and only the top state changes, to gotos[below][origin], where `below` is the state under
+# it. The next action, for the same look-ahead, is often such a reduction again, with the same `below`. So the
+# whole chain is a function of (top, look-ahead, below), computed once: `steps` holds, in place of a unit
+# reduction, a dict from `below` to the top state at the end of the chain (stopping at the end state, at a
+# shift, at a reduction that builds a value, or where the look-ahead has no action, whose KeyError is then
+# raised in that state, as without folding). A reduction that builds a value is held as its (size, origin,
+# build) triple, a shift as the target state.
+
+
+def _steps(actions: Sequence[Dict[str, int]], gotos: Sequence[Dict[str, int]], rules: Sequence[Any],
+           end_state: int) -> Tuple[Dict[str, Any], ...]:
+    """The actions of each state as :meth:`Engine.parse` runs them (Note [folded unit reductions]). Written
+    without helper functions (see _Scanner)."""
+    # the origin of each unit reduction (a ?rule over one symbol: no value built), by action
+    unit = {~i: origin for i, (_, origin, build) in enumerate(rules) if build is None}
+    steps = []
+    for row in actions:
+        step: Dict[str, Any] = {}
+        for kind, action in row.items():
+            if action >= 0:
+                step[kind] = action
+                continue
+            origin = unit.get(action)
+            if origin is None:
+                step[kind] = rules[~action]
+                continue
+            chain = {}
+            for below, goes in enumerate(gotos):
+                if origin not in goes:
+                    continue
+                top = goes[origin]
+                while not (kind == _END and top == end_state):
+                    current = unit.get(actions[top].get(kind, 0))
+                    if current is None or current not in goes:
+                        break
+                    top = goes[current]
+                chain[below] = top
+            step[kind] = chain
+        steps.append(step)
+    return tuple(steps)
 
 
 def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]], bool], callbacks: Any):

@@ -9,7 +9,8 @@ following symbols in sorted order, and rules in lark's order, so a grammar alway
 What is exported, for each grammar and lexer kind:
 - the scanners: for each set of terminals a lexer state can try, the terminals in lark's matching order (priority,
   then widest, then longest pattern, then name), without the keywords that a regex terminal matches exactly, which
-  are listed as that terminal's keywords instead (lark's "unless" callbacks);
+  are listed as that terminal's keywords instead (lark's "unless" callbacks), and the scanner's dispatch on the
+  first one or two characters (Note [first-character dispatch]); the text of each string terminal;
 - which scanner each parser state uses (one for all states with the basic lexer), the ignored terminals;
 - actions (terminal -> shift state or ~rule) and gotos (rule name -> state) per state, start and end state;
 - rules: origin, length, callback name (alias or rule name), whether a ?rule with one child returns the child,
@@ -24,7 +25,7 @@ import importlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._grammar import build_parser, grammar_text
 
@@ -54,7 +55,190 @@ class _KeepNewlines:
         return stream
 
 
-def _scanner(terminals: List[Any]) -> Tuple[Tuple[Tuple[str, str], ...], Dict[str, Dict[str, str]]]:
+# Note [first-character dispatch]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# (Run by _lalr's scanners; computed here, into the tables.)
+# Python's regular expressions try the branches of an alternation one after the other, and a branch that is a
+# named group cannot be skipped on its first character: matching "(" against the schema lexer's 22 terminals
+# tries all the ones before LPAR (about 0.5 us). Only the terminals that can start with the characters at hand
+# can match there, so the alternation of just those, in the same order, finds the same first match: the same
+# token. _prefixes reads each terminal's regular expression (Python's own parse of it) into a superset of the
+# one- and two-character prefixes of what it can match; anything it does not model (flags, back references,
+# negated or category classes) counts as "any character", so the sets can only be too large, which costs
+# speed, never a different token. When the only candidate is a literal that the dispatched characters already
+# spell out, no regular expression runs at all. Where the second character decides, an entry under "" serves
+# every other second character and the end of the text (the candidates that may be followed by anything).
+# Characters outside ASCII and characters no terminal starts with go to the whole alternation (which then
+# matches, or fails as before). Equal tokens are checked against lark by tests/test_tables.py and
+# fuzz/fuzz_engine.py.
+
+_ANY = None
+_ALL = "all"
+_UNIVERSAL = (True, {_ANY: [True, _ALL]})  # what a terminal we cannot read may match
+_EMPTY = (True, {})
+
+
+def _sre():
+    try:
+        from re import _constants as constants, _parser as parser  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_constants as constants  # type: ignore[no-redef]
+        import sre_parse as parser  # type: ignore[no-redef]
+    return parser, constants
+
+
+class _Unreadable(Exception):
+    """A regular expression construct that _prefixes does not model."""
+
+
+def _starts(p: tuple) -> Any:
+    """The first characters of a prefix set, as a set of second characters of what precedes it."""
+    return _ALL if _ANY in p[1] else set(p[1])
+
+
+def _union_seconds(a: Any, b: Any) -> Any:
+    return _ALL if a is _ALL or b is _ALL else a | b
+
+
+def _union(a: tuple, b: tuple) -> tuple:
+    firsts = {c: list(v) for c, v in a[1].items()}
+    for c, (ends, seconds) in b[1].items():
+        mine = firsts.get(c)
+        if mine is None:
+            firsts[c] = [ends, seconds]
+        else:
+            firsts[c] = [mine[0] or ends, _union_seconds(mine[1], seconds)]
+    return (a[0] or b[0], firsts)
+
+
+def _concat(a: tuple, b: tuple) -> tuple:
+    starts = _starts(b)
+    firsts = {}
+    for c, (ends, seconds) in a[1].items():
+        if ends:  # the one-character string c, then what b starts with (or nothing, if b matches nothing)
+            seconds = _union_seconds(seconds, starts)
+        firsts[c] = [ends and b[0], seconds]
+    joined = (a[0] and b[0], firsts)
+    return _union(joined, (False, b[1])) if a[0] else joined
+
+
+def _prefixes(items: Any, c: Any) -> tuple:
+    """The prefix set of the parsed pattern ``items`` (see above)."""
+    result = _EMPTY
+    for op, av in items:
+        if op is c.LITERAL:
+            step = (False, {chr(av): [True, set()]})
+        elif op is c.IN:
+            chars: Any = set()
+            for kind, value in av:
+                if kind is c.LITERAL:
+                    chars.add(chr(value))
+                elif kind is c.RANGE and value[1] - value[0] < 256:
+                    chars.update(chr(v) for v in range(value[0], value[1] + 1))
+                else:  # NEGATE, CATEGORY, a wide range: any character
+                    chars = {_ANY}
+                    break
+            step = (False, {ch: [True, set()] for ch in chars})
+        elif op is c.ANY or op is c.NOT_LITERAL:
+            step = (False, {_ANY: [True, set()]})
+        elif op is c.BRANCH:
+            step = (False, {})
+            for branch in av[1]:
+                step = _union(step, _prefixes(branch, c))
+        elif op is c.SUBPATTERN:
+            if av[1] or av[2]:  # inline flags (ignore case, ...) change what literals match
+                raise _Unreadable
+            step = _prefixes(av[3], c)
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT) or op is getattr(c, "POSSESSIVE_REPEAT", None):
+            # body{low,high}: for two-character prefixes, body^n for n >= 2 is body^2
+            low, high, sub = av
+            body = _prefixes(sub, c)
+            step = (False, {})
+            if low == 0:
+                step = _union(step, _EMPTY)
+            if low <= 1 <= high:
+                step = _union(step, body)
+            if high >= 2:
+                step = _union(step, _concat(body, body))
+        elif op is getattr(c, "ATOMIC_GROUP", None):
+            step = _prefixes(av, c)
+        elif op in (c.ASSERT, c.ASSERT_NOT, c.AT):  # zero width: they only narrow what matches
+            step = _EMPTY
+        else:
+            raise _Unreadable
+        result = _concat(result, step)
+    return result
+
+
+def _terminal_prefixes(regexp: str) -> tuple:
+    parser, constants = _sre()
+    try:
+        parsed = parser.parse(regexp)
+        if parsed.state.flags & ~(constants.SRE_FLAG_UNICODE):
+            return _UNIVERSAL
+        return _prefixes(parsed, constants)
+    except (_Unreadable, re.error, AttributeError, TypeError, ValueError):
+        return _UNIVERSAL
+
+
+def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> Tuple[Tuple[str, Any], ...]:
+    """The dispatch of one scanner (Note [first-character dispatch]): ``(characters, entry)`` pairs, where an entry
+    is a terminal name (a literal: the only candidate, spelled out by the dispatched characters), a tuple of
+    terminal names (the candidates, in the scanner's order) or a dict from second characters to entries."""
+    sets = [_terminal_prefixes(regexp) for _, regexp in order]
+
+    def seconds(i: int, c1: str) -> Any:
+        """What may follow ``c1`` at the start of a match of terminal ``i`` (_ALL when a match may end there)."""
+        nullable, firsts = sets[i]
+        if nullable:
+            return _ALL
+        out: Any = set()
+        for c in (c1, _ANY):
+            if c in firsts:
+                ends, following = firsts[c]
+                out = _ALL if ends else _union_seconds(out, following)
+        return out
+
+    def entry(chars: str, candidates: List[int]) -> Any:
+        if len(candidates) == 1:
+            name = order[candidates[0]][0]
+            literal = literals.get(name)
+            if literal is not None and len(literal) <= len(chars) and chars.startswith(literal):
+                return name
+        return tuple(order[i][0] for i in candidates)
+
+    def grouped(pairs: List[Tuple[str, Any]]) -> Any:
+        groups: Dict[Any, str] = {}
+        for ch, spec in pairs:
+            key = tuple(sorted(spec.items())) if isinstance(spec, dict) else spec
+            groups[key] = groups.get(key, "") + ch
+        by_key = {tuple(sorted(spec.items())) if isinstance(spec, dict) else spec: spec for _, spec in pairs}
+        return [(chars, by_key[key]) for key, chars in groups.items()]
+
+    first: List[Tuple[str, Any]] = []
+    for code in range(128):
+        c1 = chr(code)
+        one = [i for i, (nullable, firsts) in enumerate(sets) if nullable or c1 in firsts or _ANY in firsts]
+        if not one:
+            continue  # no terminal starts with c1: the whole alternation fails there, as it should
+        follow = [seconds(i, c1) for i in one]
+        if len(one) > 1 and any(f is not _ALL for f in follow):
+            # "" holds the entry for any other second character (and for none, at the end of the text): the
+            # candidates that may be followed by anything
+            always = [i for i, f in zip(one, follow) if f is _ALL]
+            default = entry(c1, always) if always else None
+            second = [("", default)]
+            for c2 in sorted(set().union(*(f for f in follow if f is not _ALL))):
+                spec = entry(c1 + c2, [i for i, f in zip(one, follow) if f is _ALL or c2 in f])
+                if spec != default:
+                    second.append((c2, spec))
+            first.append((c1, dict(grouped(second))))
+        else:
+            first.append((c1, entry(c1, one)))
+    return tuple(grouped(first))
+
+
+def _scanner(terminals: List[Any]) -> Tuple[Any, ...]:
     terminals = sorted(terminals, key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name))
     strings = [t for t in terminals if t.pattern.type == "str"]
     keywords: Dict[str, Dict[str, str]] = {}
@@ -73,7 +257,8 @@ def _scanner(terminals: List[Any]) -> Tuple[Tuple[Tuple[str, str], ...], Dict[st
                 if st.pattern.flags <= rt.pattern.flags:
                     absorbed.add(st.name)
     order = tuple((t.name, t.pattern.to_regexp()) for t in terminals if t.name not in absorbed)
-    return order, keywords
+    literals = {t.name: t.pattern.value for t in terminals if t.pattern.type == "str" and not t.pattern.flags}
+    return order, keywords, _dispatch(order, literals)
 
 
 def build_tables(name: str) -> Dict[str, Any]:
@@ -156,6 +341,8 @@ def build_tables(name: str) -> Dict[str, Any]:
     return {
         "grammar_sha256": grammar_sha256(name),
         "scanners": tuple(scanners),
+        "literals": {t.name: t.pattern.value for t in sorted(by_name.values(), key=lambda t: t.name)
+                     if t.pattern.type == "str" and not t.pattern.flags},
         "root_scanner": 0,
         "scanner_of_state": tuple(scanner_of_state),
         "ignore": ignore,
