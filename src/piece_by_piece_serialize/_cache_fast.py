@@ -39,7 +39,7 @@ def maker(adapter: L.LayerAdapter, info: LayerInfo) -> Maker:
             return _static(adapter.cls, torch.Tensor, torch.int64, info.number, None)  # type: ignore[arg-type]
         if kind is L.StaticSlidingAdapter:
             return _static(adapter.cls, torch.Tensor, torch.int64, info.number, info.flag("c"))  # type: ignore[arg-type]
-    if kind is L.LinearAdapter and not adapter.extra:
+    if kind is L.LinearAdapter and not adapter.extra and not info.flag("l"):
         return _linear(adapter.cls, torch.Tensor, info)
 
     def general(it: Iterator[Any]) -> Any:

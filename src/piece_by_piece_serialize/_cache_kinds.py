@@ -93,7 +93,10 @@ _INDEXER = Param("x", "is_indexer_initialized=True")
 _POSITIONS = Param("p", "indexer_position_ids set")
 
 _STATIC = ("keys", "values", "cumulative_length")
-_LINEAR = (_RECORD, _DTYPE)
+# transformers 5.25 counts the tokens a linear-attention layer has seen in a 0-d tensor it updates in place
+_LINEAR_LENGTH = Param("l", "cumulative_length_linear set (a 0-d int64 tensor; transformers >= 5.25)")
+_LINEAR = (_RECORD, _DTYPE, _LINEAR_LENGTH)
+_LINEAR_ITEMS = (("l", ("cumulative_length_linear",), ("cumulative_length_linear",)),)
 # the group-wise quantized layers (Q, H): their settings, the deferred beam reordering, and their items: the
 # residual keys/values, the parts of each quantized state (Note [quantized states] in _cache_quantized.py),
 # the count
@@ -207,6 +210,7 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
         items=(),
         empty_items=None,
         states=True,
+        flag_items=_LINEAR_ITEMS,
         description="conv and recurrent states of linear attention or short convolutions",
     ),
     LayerKind(
@@ -214,6 +218,7 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
         "LinearAttentionAndFullAttentionLayer",
         params=_LINEAR,
         states=True,
+        flag_items=_LINEAR_ITEMS,
         description="a LinearAttentionLayer and a DynamicLayer in one",
     ),
     LayerKind(
@@ -223,6 +228,7 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
         params=_LINEAR,
         items=("keys", "values", "cumulative_length"),
         states=True,
+        flag_items=_LINEAR_ITEMS,
         description="a LinearAttentionLayer and a DynamicSlidingWindowLayer in one",
     ),
     LayerKind(
@@ -233,6 +239,7 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
         items=_STATIC,
         empty_items=("cumulative_length",),
         states=True,
+        flag_items=_LINEAR_ITEMS,
         description="a LinearAttentionLayer and a StaticLayer in one",
     ),
     LayerKind(
@@ -243,6 +250,7 @@ _BUILTIN_LAYERS: tuple[LayerKind, ...] = (
         items=(*_STATIC, "cumulative_length_int"),
         empty_items=("cumulative_length", "cumulative_length_int"),
         states=True,
+        flag_items=_LINEAR_ITEMS,
         description="a LinearAttentionLayer and a StaticSlidingWindowLayer in one",
     ),
     LayerKind("X", "DummyLayer", items=(), empty_items=None, description="holds nothing (shared or attention-free layers)"),

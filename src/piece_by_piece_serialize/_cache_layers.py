@@ -653,6 +653,7 @@ _LINEAR_ATTRS = frozenset(
         "is_recurrent_states_initialized",
         "has_previous_state",
         "conv_kernel_size",
+        "cumulative_length_linear",  # transformers >= 5.25 (the "l" parameter); absent before
         "device",
         "dtype",
         "record_past",
@@ -666,6 +667,7 @@ _LINEAR_ORDER = (
     "is_recurrent_states_initialized",
     "has_previous_state",
     "conv_kernel_size",
+    "cumulative_length_linear",
 )
 _STATE_DICTS = (
     "conv_states",
@@ -725,7 +727,19 @@ class _LinearPart:
         return True
 
     @staticmethod
+    def has_length(state: dict[str, Any], where: str) -> bool:
+        """Whether the layer counts its tokens in ``cumulative_length_linear`` (transformers >= 5.25)."""
+        if "cumulative_length_linear" not in state:
+            return False
+        length = state["cumulative_length_linear"]
+        if not isinstance(length, _Tensor) or length.dim() != 0 or length.dtype != _torch.int64:
+            raise _refuse(where, f"cumulative_length_linear is {length!r}, not a 0-d int64 tensor")
+        return True
+
+    @staticmethod
     def flatten_states(layer: Any, info: LayerInfo, out: list[Any]) -> None:
+        if info.flag("l"):  # a flag item: after the attention items, before the states
+            out.append(layer.cumulative_length_linear)
         conv, rec = layer.conv_states, layer.recurrent_states
         for i, st in enumerate(info.states):
             if st.conv_kernel is not None:
@@ -735,6 +749,8 @@ class _LinearPart:
 
     @staticmethod
     def fill_states(obj: Any, info: LayerInfo, take: _Take, what: str, attention_device: Any) -> None:
+        if info.flag("l"):
+            obj["cumulative_length_linear"] = check_position(take(), "cumulative_length_linear")
         n = len(info.states)
         obj["number_of_states"] = n
         conv: dict[int, Any] = {}
@@ -771,6 +787,8 @@ class LinearAdapter(LayerAdapter):
         params = [("r", None)] if state["record_past"] else []
         if _LinearPart.check_dtype_device(state, first_conv, None, where):
             params.append(("y", None))
+        if _LinearPart.has_length(state, where):
+            params.append(("l", None))
         return LayerInfo(self.code, True, None, tuple(params), states)
 
     def flatten(self, layer: Any, info: LayerInfo, out: list[Any]) -> None:
@@ -815,6 +833,8 @@ class HybridAdapter(LayerAdapter):
         device = state["keys"].device if populated else None
         if _LinearPart.check_dtype_device(state, first_conv, device, where):
             params.append(("y", None))
+        if _LinearPart.has_length(state, where):
+            params.append(("l", None))
         return LayerInfo(self.code, populated, number, tuple(params), states)
 
     def flatten(self, layer: Any, info: LayerInfo, out: list[Any]) -> None:

@@ -226,8 +226,11 @@ def test_every_declared_attribute_exists_on_some_object() -> None:
     seen: dict[type, set[str]] = {}
     for cls, _, layer in LAYER_CASES:
         seen.setdefault(cls, set()).update(vars(layer))
+    # known from a newer release than the installed one (tests/serialize/test_cache_versions.py)
+    newer = set() if "cumulative_length_linear" in vars(cu.LinearAttentionLayer()) else {"cumulative_length_linear"}
     for cls, names in seen.items():
-        assert _caches.LAYERS[cls].attributes == names, (cls.__name__, _caches.LAYERS[cls].attributes ^ names)
+        declared = _caches.LAYERS[cls].attributes - newer
+        assert declared == names, (cls.__name__, declared ^ names)
 
 
 def test_every_class_of_cache_utils_is_covered() -> None:
