@@ -259,9 +259,12 @@ class _Op:
             # a fake kernel may not return its inputs (unchanged cache tensors, for one)
             return [t.clone() if any(t is x for x in tensors) else t for t in out]
         if call.out_kinds is None or not call.shapes:
+            seen = [k for k, c in self.calls.items() if c.shapes]
             raise CustomOpError(
                 f"{self.qualname}: the module was never called eagerly with this call structure, {key}; call it once "
-                "in eager mode (calibration) before exporting, or pass fake= to as_custom_op"
+                "in eager mode (calibration) with inputs that take the same path as the traced ones, or pass fake= to "
+                f"as_custom_op. Recorded: {'; '.join(seen[:3]) if seen else 'none'}"
+                + (f" (and {len(seen) - 3} more)" if len(seen) > 3 else "")
             )
         if call.rules is None:
             call.rules = _learn(self.qualname, call.shapes)

@@ -100,7 +100,7 @@ def _export(model: Any) -> Any:
     return torch.export.export(_Logits(model), (tiny.ids(6, 2),), dynamic_shapes=({0: batch, 1: seq},), strict=False)
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "qwen3_next"])
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "gemma3", "qwen3_next", "lfm2"])
 def test_export_piece_by_piece_with_dynamic_batch_and_sequence(family: str) -> None:
     model = DECODERS[family]()
     reference = copy.deepcopy(model)
@@ -126,3 +126,69 @@ def test_qwen3_next_does_not_export_whole() -> None:
     """The negative control of the test above: its linear attention guards on the sequence length."""
     with pytest.raises(Exception, match="seq"):
         _export(tiny.qwen3_next())
+
+
+class _Seq2SeqLogits(torch.nn.Module):
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs: Any, mask: Any, decoder_ids: Any, decoder_mask: Any) -> Any:
+        if self.model.config.model_type == "t5":
+            encoder = {"input_ids": inputs, "attention_mask": mask}
+        else:
+            encoder = {"input_features": inputs}
+        return self.model(**encoder, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask, use_cache=False).logits
+
+
+def _seq2seq_inputs(family: str, batch: int, n: int, m: int, seed: int = 0) -> tuple[Any, ...]:
+    g = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(0, tiny.VOCAB, (batch, n), generator=g) if family == "t5" else torch.randn(batch, 8, 32, generator=g)
+    # One padded position: transformers drops an all-ones mask in eager mode but builds it under tracing, so the
+    # calibration calls would not have the structure of the traced ones (the error says so) without it.
+    mask = torch.ones(batch, n, dtype=torch.long)
+    mask[0, -1] = 0
+    decoder_mask = torch.ones(batch, m, dtype=torch.long)
+    decoder_mask[0, -1] = 0
+    return inputs, mask, torch.randint(0, tiny.VOCAB, (batch, m), generator=g), decoder_mask
+
+
+@pytest.mark.parametrize("family", ["t5", "whisper"])
+def test_export_encoder_decoder_blocks(family: str) -> None:
+    model = getattr(tiny, family)()
+    reference = _Seq2SeqLogits(copy.deepcopy(model))
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    classes = tuple({type(m) for m in (*getattr(encoder, "block", getattr(encoder, "layers", ())), *getattr(decoder, "block", getattr(decoder, "layers", ())))})
+    namespace = next(_ns)
+    paths = replace_with_custom_ops(model, classes, namespace)
+    assert len(paths) == 4
+    wrapped = _Seq2SeqLogits(model)
+    with torch.no_grad():
+        for batch, n, m in ((2, 5, 3), (3, 9, 6)):
+            wrapped(*_seq2seq_inputs(family, batch, n, m))
+    batch, seq, target = (torch.export.Dim(name, min=1 if name == "b" else 2, max=60) for name in ("b", "s", "t"))
+    shapes = ({0: batch, 1: seq}, {0: batch, 1: seq}) if family == "t5" else ({0: batch}, {0: batch, 1: seq})
+    program = torch.export.export(
+        wrapped, _seq2seq_inputs(family, 2, 6, 4), dynamic_shapes=(*shapes, {0: batch, 1: target}, {0: batch, 1: target}), strict=False
+    )
+    calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == namespace]
+    assert len(calls) == len(paths)
+    for b, n, m in ((1, 3, 2), (4, 11, 7)):
+        x = _seq2seq_inputs(family, b, n, m, seed=5)
+        with torch.no_grad():
+            torch.testing.assert_close(program.module()(*x), reference(*x), rtol=0, atol=1e-5)
+    restore_modules(model)
+
+
+def test_a_structure_seen_only_under_tracing_is_named() -> None:
+    """Calibrated without padding, T5's encoder blocks never saw the mask that tracing builds: the error lists
+    what was recorded, so the difference (None where a Tensor is traced) shows."""
+    model = tiny.t5()
+    replace_with_custom_ops(model, type(model.get_encoder().block[0]), next(_ns))
+    wrapped = _Seq2SeqLogits(model)
+    no_padding = lambda b, n, m: tuple(torch.ones_like(t) if i % 2 else t for i, t in enumerate(_seq2seq_inputs("t5", b, n, m)))  # noqa: E731
+    with torch.no_grad():
+        wrapped(*no_padding(2, 5, 3))
+    with pytest.raises(Exception, match=r"never called eagerly with this call structure, \(\('Tensor', 'Tensor'.*Recorded: \(\('Tensor', 'None'"):
+        torch.export.export(wrapped, no_padding(2, 6, 4), strict=False)
+    restore_modules(model)
