@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
+from operator import itemgetter
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 __all__ = ["Token", "Failure", "Engine"]
@@ -90,15 +91,17 @@ class _Scanner:
     """One compiled alternation of terminals, in lark's order, and the keywords its regex terminals absorb.
 
     ``first`` is the generated dispatch on the next characters of the text (Note [first-character dispatch] in
-    _lalr_build): it maps an ASCII character to an entry, or to a dict mapping the character after it to an
-    entry. An entry is a literal ``(kind, text)``, the only terminal that can match there (it does), or the
-    ``match`` of the alternation of the only terminals that can, in the same order. Characters it does not map
-    are matched by the whole alternation (``match``)."""
+    _lalr_build): it maps an ASCII character to an entry, or to a :class:`_Second` mapping the character after
+    it to an entry. An entry is a literal ``(kind, text, len(text))``, the only terminal that can match there
+    (it does); or the alternation of the only terminals that can, in the same order: its ``match``, or a
+    :class:`_Keyed` when some of them absorb keywords. Characters it does not map are matched by ``full``, the
+    whole alternation (with all the keywords)."""
 
-    __slots__ = ("match", "names", "keywords", "first")
+    __slots__ = ("match", "names", "keywords", "first", "full")
 
-    def __init__(self, spec: Tuple[Any, ...], literals: Dict[str, str], made_entries: Dict[Any, Any]) -> None:
+    def __init__(self, spec: Tuple[Any, ...], tables: Dict[str, Any], made_entries: Dict[Any, Any]) -> None:
         terminals, keywords, dispatch = spec
+        literals, ignore = tables["literals"], tables["ignore"]
         regexps = dict(terminals)
         if terminals:
             self.match = re.compile("|".join([f"(?P<{name}>{regexp})" for name, regexp in terminals])).match
@@ -106,6 +109,7 @@ class _Scanner:
             self.match = lambda text, pos: None
         self.names = frozenset([name for name, _ in terminals])  # as lark reports them: keywords are not listed
         self.keywords = keywords
+        self.full = _Keyed(self.match, keywords) if keywords else self.match
 
         # (written without helper functions: an engine is built once per process, often inside code that
         # counts Python calls)
@@ -114,13 +118,25 @@ class _Scanner:
             seconds = spec.items() if spec.__class__ is dict else (("", spec),)
             made: Dict[str, Any] = {}
             for chars2, spec2 in seconds:
-                hit = made_entries.get(spec2)
-                if hit is None and spec2 is not None:
-                    if spec2.__class__ is str:  # a literal
-                        hit = (spec2, literals[spec2])
+                hit = None
+                if spec2 is not None:
+                    if spec2.__class__ is str and spec2 not in ignore:  # a literal (ignored ones take the regex)
+                        hit = (spec2, literals[spec2], len(literals[spec2]))
                     else:
-                        hit = re.compile("|".join([f"(?P<{name}>{regexps[name]})" for name in spec2])).match
-                    made_entries[spec2] = hit
+                        names = (spec2,) if spec2.__class__ is str else spec2
+                        absorbing = {}
+                        if keywords:
+                            for name in names:
+                                if name in keywords:
+                                    absorbing[name] = keywords[name]
+                        key = (names, tuple(sorted(absorbing)))
+                        hit = made_entries.get(key)
+                        if hit is None:
+                            alternation = "|".join([f"(?P<{name}>{regexps[name]})" for name in names])
+                            hit = re.compile(alternation).match
+                            if absorbing:
+                                hit = _Keyed(hit, absorbing)
+                            made_entries[key] = hit
                 made[chars2] = hit
             if spec.__class__ is dict:
                 second = _Second({c2: hit for chars2, hit in made.items() if chars2 for c2 in chars2})
@@ -140,6 +156,16 @@ class _Second(dict):
         return self.default
 
 
+class _Keyed:
+    """An alternation whose terminals absorb keywords: ``keywords[terminal][text]`` is the keyword's terminal."""
+
+    __slots__ = ("match", "keywords")
+
+    def __init__(self, match: Any, keywords: Dict[str, Dict[str, str]]) -> None:
+        self.match = match
+        self.keywords = keywords
+
+
 class Engine:
     """Runs one grammar's generated tables with ``callbacks`` (an object with a method per rule, as lark's
     ``transformer=`` option takes) and an optional ``postlex`` (an object whose ``process`` filters the token
@@ -152,8 +178,10 @@ class Engine:
         self.end_state: int = tables["end_state"]
         self.ignore = frozenset(tables["ignore"])
         made_entries: Dict[Any, Any] = {}  # dispatch entries, shared by the scanners
-        scanners = [_Scanner(spec, tables["literals"], made_entries) for spec in tables["scanners"]]
+        scanners = [_Scanner(spec, tables, made_entries) for spec in tables["scanners"]]
         self.scanner_of_state = tuple([scanners[i] for i in tables["scanner_of_state"]])
+        self.first_of_state = tuple([scanner.first for scanner in self.scanner_of_state])
+        self.full_of_state = tuple([scanner.full for scanner in self.scanner_of_state])
         self.root_scanner = scanners[tables["root_scanner"]]
         if postlex is not None and len(scanners) != 1:
             raise ValueError("a postlexer needs the basic lexer")
@@ -167,27 +195,34 @@ class Engine:
         ``states`` when it is asked for (as lark's contextual lexer does). :meth:`parse` runs the same lexer
         inline when there is no postlexer."""
         pos, end, ignore = 0, len(text), self.ignore
-        scanners = self.scanner_of_state
         while pos < end:
-            scanner = scanners[states[-1]]
-            hit = scanner.first.get(text[pos])
-            if hit.__class__ is _Second:
+            state = states[-1]
+            hit = self.first_of_state[state].get(text[pos])
+            cls = hit.__class__
+            if cls is _Second:
                 hit = hit[text[pos + 1 : pos + 2]]
-            if hit.__class__ is tuple:  # a literal, known to match here
-                kind, value = hit
-                stop = pos + len(value)
+                cls = hit.__class__
+            if cls is tuple:  # a literal, known to match here
+                kind, value, stop = hit
+                stop += pos
             else:
-                m = (scanner.match if hit is None else hit)(text, pos)
+                if hit is None:
+                    hit = self.full_of_state[state]
+                    cls = hit.__class__
+                m = (hit.match if cls is _Keyed else hit)(text, pos)
                 if m is None:
-                    self._mismatch(text, pos, scanner)
+                    self._mismatch(text, pos, self.scanner_of_state[state])
                 kind = m.lastgroup
                 value = m.group()
+                if cls is _Keyed:
+                    keywords = hit.keywords.get(kind)
+                    if keywords is not None:
+                        kind = keywords.get(value, kind)
                 stop = m.end()
-                keywords = scanner.keywords.get(kind)
-                if keywords is not None:
-                    kind = keywords.get(value, kind)
-            if kind not in ignore:
-                yield Token(kind, value, pos, stop)
+                if kind in ignore:
+                    pos = stop
+                    continue
+            yield Token(kind, value, pos, stop)
             pos = stop
 
     def _mismatch(self, text: str, pos: int, scanner: _Scanner) -> None:
@@ -207,66 +242,101 @@ class Engine:
         in the language. Exceptions raised by the callbacks propagate unchanged."""
         if self.postlex is not None:
             return self._parse_stream(text)
-        actions, gotos, steps = self.actions, self.gotos, self.steps
-        states: List[int] = [self.start_state]
+        # The lexer of _tokens and the parser loop of _parse_stream, in one loop over the text; the top state is
+        # kept in `state` as well as on the stack.
+        steps, gotos, firsts, ignore = self.steps, self.gotos, self.first_of_state, self.ignore
+        state = self.start_state
+        states: List[int] = [state]
         values: List[Any] = []
         push_state, push_value = states.append, values.append
-        scanners, ignore, end_state = self.scanner_of_state, self.ignore, self.end_state
         pos, length = 0, len(text)
         try:
-            while True:
-                # --- the next token (the lexer of _tokens, inline) ---
-                if pos < length:
-                    scanner = scanners[states[-1]]
-                    hit = scanner.first.get(text[pos])
-                    if hit.__class__ is _Second:
-                        hit = hit[text[pos + 1 : pos + 2]]
-                    if hit.__class__ is tuple:  # a literal, known to match here
-                        kind, value = hit
-                        stop = pos + len(value)
-                    else:
-                        m = (scanner.match if hit is None else hit)(text, pos)
+            while pos < length:
+                # --- the next token ---
+                hit = firsts[state].get(text[pos])
+                cls = hit.__class__
+                if cls is _Second:
+                    hit = hit[text[pos + 1 : pos + 2]]
+                    cls = hit.__class__
+                if cls is tuple:  # a literal, known to match here
+                    kind, value, stop = hit
+                    stop += pos
+                else:
+                    if hit is None:
+                        hit = self.full_of_state[state]
+                        cls = hit.__class__
+                    if cls is _Keyed:
+                        m = hit.match(text, pos)
                         if m is None:
-                            self._mismatch(text, pos, scanner)
+                            self._mismatch(text, pos, self.scanner_of_state[state])
                         kind = m.lastgroup
                         value = m.group()
-                        stop = m.end()
-                        keywords = scanner.keywords.get(kind)
+                        keywords = hit.keywords.get(kind)
                         if keywords is not None:
                             kind = keywords.get(value, kind)
+                    else:
+                        m = hit(text, pos)
+                        if m is None:
+                            self._mismatch(text, pos, self.scanner_of_state[state])
+                        kind = m.lastgroup
+                        value = m.group()
+                    stop = m.end()
                     if kind in ignore:
                         pos = stop
                         continue
-                    token = Token(kind, value, pos, stop)
-                    pos = stop
-                else:
-                    token = Token(_END, "", length, length)
-                    kind = _END
-                # --- the parser ---
+                token = Token(kind, value, pos, stop)
+                pos = stop
+                # --- the parser: reduce, then shift the token ---
                 while True:
                     try:
-                        step = steps[states[-1]][kind]
+                        step = steps[state][kind]
                     except KeyError:
-                        raise Failure(token.start_pos, token, states, values, actions[states[-1]]) from None
-                    cls = step.__class__
-                    if cls is int:  # shift (never the end: the loop returns when the end state is reached)
-                        push_state(step)
+                        raise Failure(token.start_pos, token, states, values, self.actions[state]) from None
+                    if step.__class__ is int:  # shift
+                        state = step
+                        push_state(state)
                         push_value(token)
                         break
-                    if cls is dict:  # unit reductions: only the top state changes (Note [folded unit reductions])
-                        states[-1] = step[states[-2]]
+                    if step.__class__ is dict:  # unit reductions: only the top state changes (Note [folded unit reductions])
+                        state = step[states[-2]]
+                        states[-1] = state
                     else:
-                        size, origin, build = step
-                        if size:
-                            children = values[-size:]
-                            del values[-size:]
-                            del states[-size:]
+                        neg, origin, build = step  # minus the rule's length
+                        if neg:
+                            children = values[neg:]
+                            del values[neg:]
+                            del states[neg:]
                             push_value(build(children))
                         else:
                             push_value(build([]))
-                        push_state(gotos[states[-1]][origin])
-                    if kind is _END and states[-1] == end_state:
-                        return values[-1]
+                        state = gotos[states[-1]][origin]
+                        push_state(state)
+            # --- the end of the input: reduce until the end state ---
+            token = Token(_END, "", length, length)
+            end_state = self.end_state
+            while True:
+                try:
+                    step = steps[state][_END]
+                except KeyError:
+                    raise Failure(length, token, states, values, self.actions[state]) from None
+                if step.__class__ is int:  # pragma: no cover - the end is never shifted (see _parse_stream)
+                    raise Failure(length, token, states, values, self.actions[state])
+                if step.__class__ is dict:
+                    state = step[states[-2]]
+                    states[-1] = state
+                else:
+                    neg, origin, build = step
+                    if neg:
+                        children = values[neg:]
+                        del values[neg:]
+                        del states[neg:]
+                        push_value(build(children))
+                    else:
+                        push_value(build([]))
+                    state = gotos[states[-1]][origin]
+                    push_state(state)
+                if state == end_state:
+                    return values[-1]
         except _Mismatch as e:  # e.token: a terminal this state's lexer does not try
             raise Failure(e.pos, e.token, states, values, e.allowed) from None
 
@@ -342,7 +412,7 @@ class Engine:
 # reduction, a dict from `below` to the top state at the end of the chain (stopping at the end state, at a
 # shift, at a reduction that builds a value, or where the look-ahead has no action, whose KeyError is then
 # raised in that state, as without folding). A reduction that builds a value is held as its (size, origin,
-# build) triple, a shift as the target state.
+# build) triple (the size negated, to slice the stacks with), a shift as the target state.
 
 
 def _steps(actions: Sequence[Dict[str, int]], gotos: Sequence[Dict[str, int]], rules: Sequence[Any],
@@ -360,7 +430,8 @@ def _steps(actions: Sequence[Dict[str, int]], gotos: Sequence[Dict[str, int]], r
                 continue
             origin = unit.get(action)
             if origin is None:
-                step[kind] = rules[~action]
+                size, origin, build = rules[~action]
+                step[kind] = (-size, origin, build)
                 continue
             chain = {}
             for below, goes in enumerate(gotos):
@@ -393,15 +464,56 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
         if keep is None and not expand1:  # the common case: the children as they are
             return size, origin, method
 
-    if inline and keep is not None and len(keep) == 2 and keep[0] == (0, True) and not keep[1][1]:
-        last = keep[1][0]
+    # The shapes of `keep` the grammars use, each with a build that does only its own work (the generic one
+    # below handles every shape).
+    if keep is not None and not expand1:
+        plain = [i for i, splice in keep if not splice]
+        spliced = [i for i, splice in keep if splice]
+        if inline and keep[0] == (0, True) and spliced == [0] and len(plain) in (1, 2):
+            # the left-recursive `_items: _items SEP item` (or `_items item`): extend the list in place
+            if len(plain) == 1:
+                last = plain[0]
 
-        def build(children: list) -> Any:  # the left-recursive `_items: _items SEP item`: extend in place
-            kept = children[0]
-            kept.append(children[last])
-            return kept
+                def build(children: list) -> Any:
+                    kept = children[0]
+                    kept.append(children[last])
+                    return kept
 
-        return size, origin, build
+            else:
+                first_kept, last = plain
+
+                def build(children: list) -> Any:
+                    kept = children[0]
+                    kept.append(children[first_kept])
+                    kept.append(children[last])
+                    return kept
+
+            return size, origin, build
+        if not inline and not spliced:  # filtered tokens dropped
+            if len(plain) == 1:
+                only = plain[0]
+
+                def build(children: list) -> Any:
+                    return method([children[only]])
+
+            else:
+                pick = itemgetter(*plain)
+
+                def build(children: list) -> Any:
+                    return method(list(pick(children)))
+
+            return size, origin, build
+        if not inline and spliced == [keep[-1][0]] and plain == [0]:  # `rule: item _items`
+            tail = spliced[0]
+
+            def build(children: list) -> Any:
+                kept = [children[0]]
+                kept += children[tail]
+                return method(kept)
+
+            return size, origin, build
+    if inline and keep is None:  # the first item of a `_items` list: the list is the children as they are
+        return size, origin, list
 
     def build(children: list) -> Any:
         if keep is not None:
