@@ -192,3 +192,21 @@ def test_a_structure_seen_only_under_tracing_is_named() -> None:
     with pytest.raises(Exception, match=r"never called eagerly with this call structure, \(\('Tensor', 'Tensor'.*Recorded: \(\('Tensor', 'None'"):
         torch.export.export(wrapped, no_padding(2, 6, 4), strict=False)
     restore_modules(model)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen3_next"])
+def test_eager_decode_on_a_static_cache(family: str) -> None:
+    """StaticLayer updates its tensors in place (index_copy_): the one in-place change allowed, and written back."""
+    model = DECODERS[family]()
+    reference = copy.deepcopy(model)
+    replace_with_custom_ops(model, _layers(model), next(_ns))
+    ours = transformers.StaticCache(config=model.config, max_cache_len=16)
+    theirs = transformers.StaticCache(config=reference.config, max_cache_len=16)
+    got, _ = tiny.prefill(model, 7, ours)
+    want, _ = tiny.prefill(reference, 7, theirs)
+    assert torch.equal(got, want)
+    for got, want in zip(tiny.decode(model, ours, 4), tiny.decode(reference, theirs, 4)):
+        assert torch.equal(got, want)
+    assert int(ours.get_seq_length()) == 11
+    assert_same_state(theirs, ours)
+    restore_modules(model)
