@@ -877,15 +877,20 @@ def _union(members: List[Type], pos: int) -> Type:
     return UnionType(tuple(flat), None, absorbed)
 
 
-def _fresh_aliases(t: Type) -> bool:
-    while True:
-        alias = t.alias if not isinstance(t, OptionalType) else None
-        if alias is not None and alias.is_fresh:
-            return True
-        if isinstance(t, (OptionalType, ListType)):
-            t = t.elem
-        else:
-            return False
+def _any_fresh(items: Sequence[Any]) -> bool:
+    """Whether the type of one of ``items`` (arguments or returns) holds a '!' shorthand on its outer chain
+    (lists, optionals, the base); one call for all of them, since every schema asks."""
+    for item in items:
+        t = item.type
+        while True:
+            alias = t.alias if t.__class__ is not OptionalType else None
+            if alias is not None and alias.is_fresh:
+                return True
+            if t.__class__ is OptionalType or t.__class__ is ListType:
+                t = t.elem
+            else:
+                break
+    return False
 
 
 def _renumber(t: Type, counter: List[int]) -> Type:
@@ -977,15 +982,16 @@ class _ToAst:
         arguments: List[Argument] = []
         kwarg_only = vararg = seen_default = False
         for item in c:
-            if isinstance(item, Token):  # COMMA
+            if item.__class__ is Token:  # COMMA
                 continue
+            tag = item[0]
             if vararg:
-                raise _Fail("'...' must be the last parameter", item[1] if item[0] != "arg" else item[4])
-            if item[0] == "*":
-                kwarg_only = True
-                continue
-            if item[0] == "...":
-                vararg = True
+                raise _Fail("'...' must be the last parameter", item[1] if tag != "arg" else item[4])
+            if tag != "arg":
+                if tag == "*":
+                    kwarg_only = True
+                else:  # "..."
+                    vararg = True
                 continue
             _, type_, name_tok, default, start, end = item
             if default is not None:
@@ -1220,7 +1226,7 @@ class _ToAst:
 
 def _schema(name: OperatorName, params, returns, varret) -> FunctionSchema:
     arguments, vararg = params
-    if any(_fresh_aliases(a.type) for a in arguments) or any(_fresh_aliases(r.type) for r in returns):
+    if _any_fresh(arguments) or _any_fresh(returns):
         counter = [0]
         arguments = tuple(
             Argument(a.name, _renumber(a.type, counter), a.default, a.kwarg_only, a.span) for a in arguments
