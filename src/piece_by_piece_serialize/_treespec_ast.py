@@ -533,3 +533,37 @@ _NODE_KINDS = frozenset(
     {TupleNode, ListNode, DictNode, OrderedDictNode, DefaultDictNode, DequeNode, NamedTupleNode, CustomNode}
 )
 _SCALARS = frozenset({NoneConst, BoolConst, IntConst, FloatConst, StrConst, EnumConst})
+
+
+def within_limits(name: Name, length: int, max_nodes: int, max_depth: int) -> bool:
+    """A quick sufficient test for ``measure(name, max_nodes, max_depth) is None``, on a name parsed from a text of
+    ``length`` characters: True only when ``measure`` would find nothing (when False, ask ``measure``).
+
+    Every container, node or constant, opens with a token of its own of two characters or more ("_T", "_DQ",
+    ...), so one at depth d needs 2d characters: a text shorter than ``2 * (max_depth + 1)`` cannot nest too
+    deeply, and only the node count (the same count as ``measure``'s) is left to add up, without depths or
+    positions."""
+    if length >= 2 * (max_depth + 1):
+        return False
+    nodes = 0
+    stack: list = [name.root]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is Leaves:
+            nodes += item.count
+            continue
+        nodes += 1
+        if kind in _NODE_KINDS:
+            extend(item.children)
+            if kind in KEYED:
+                extend(item.keys)
+            elif kind is CustomNode and item.context is not None:
+                stack.append(item.context)
+        elif kind is TupleConst or kind is ListConst:
+            extend(item.items)
+        elif kind is DictConst:
+            for kv in item.items:
+                extend(kv)
+    return nodes <= max_nodes

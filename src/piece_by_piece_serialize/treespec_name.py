@@ -54,6 +54,7 @@ from ._treespec_ast import (
     measure,
     pretty_lines,
     print_name,
+    within_limits,
 )
 from .errors import TreeSpecNameError
 
@@ -462,9 +463,10 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
         ast = parse(name)
     if type(ast) is LegacyName:
         raise TreeSpecNameError(LEGACY_MESSAGE, name, ast.pos)
-    problem = measure(ast, limits.max_nodes, limits.max_depth)
-    if problem is not None:
-        raise TreeSpecNameError(problem[0], name, problem[1])
+    if not within_limits(ast, len(name), limits.max_nodes, limits.max_depth):
+        problem = measure(ast, limits.max_nodes, limits.max_depth)
+        if problem is not None:
+            raise TreeSpecNameError(problem[0], name, problem[1])
     if checked:
         return ast
     canonical = print_name(ast)
