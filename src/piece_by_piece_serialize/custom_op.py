@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from . import _caches
 from .serialize import deserialize_args, serialize_args, type_as_str_with_info
-from .type_info import TreeWithCachesInfo, parse_type_info
+from .type_info import TreeWithCachesInfo, _parse_cached
 
 if TYPE_CHECKING:
     import torch
@@ -148,7 +148,7 @@ def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tupl
         if _caches.is_cache(value):
             caches.append(i)
             cache_tensors.extend(range(start, len(tensors)))
-        elif isinstance(parse_type_info(kind), TreeWithCachesInfo):
+        elif isinstance(_parse_cached(kind), TreeWithCachesInfo):
             raise CustomOpError(
                 f"{op}: {names[i]} holds a cache inside a container; pass the cache as an argument of its own so that "
                 "its updates can be written back (Note [write back] in piece_by_piece_serialize.custom_op)"
