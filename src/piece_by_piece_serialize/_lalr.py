@@ -245,6 +245,7 @@ class Engine:
         # The lexer of _tokens and the parser loop of _parse_stream, in one loop over the text; the top state is
         # kept in `state` as well as on the stack.
         steps, gotos, firsts, ignore = self.steps, self.gotos, self.first_of_state, self.ignore
+        new_token = object.__new__
         state = self.start_state
         states: List[int] = [state]
         values: List[Any] = []
@@ -284,8 +285,11 @@ class Engine:
                     if kind in ignore:
                         pos = stop
                         continue
-                token = Token(kind, value, pos, stop)
-                pos = stop
+                token = new_token(Token)  # Token(kind, value, pos, stop), without the call of __init__
+                token.type = kind
+                token.value = value
+                token.start_pos = pos
+                token.end_pos = pos = stop
                 # --- the parser: reduce, then shift the token ---
                 while True:
                     try:
