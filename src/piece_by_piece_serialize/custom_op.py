@@ -40,6 +40,16 @@ cloning them would cost a copy of the whole cache per layer call), and as new te
 where the program's cache outputs are the operator's. A cache nested inside another argument
 (a dict holding a cache) is refused: it could not be found again to be written back.
 
+Note [eager results]
+~~~~~~~~~~~~~~~~~~~~
+In eager mode the kernel has the module's output and the updated caches as objects before it flattens
+them; rebuilding them from the returned tensors would give equal objects at the cost of a rebuild per
+call. So the kernel leaves them on a stack and the wrapper takes them, but only if the tensors the
+operator returned are the very objects the kernel returned (identity, checked element by element);
+under fake tensors, or if anything came between, the wrapper rebuilds from the tensors as before.
+The stack is popped right after each operator call, so a nested call of the same operator (a module
+calling itself) pairs with its own entry.
+
 Note [learned shapes]
 ~~~~~~~~~~~~~~~~~~~~~
 Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
@@ -121,11 +131,15 @@ def _split(flat: Sequence[Any], tensors: List[Any], constants: Dict[int, Any], o
             raise CustomOpError(f"{what} holds a {type(item).__qualname__}, which a custom operator cannot carry")
 
 
-def _flat(value: Any) -> Sequence[Any]:
+def _kind_and_flat(value: Any, what: str) -> Tuple[str, Sequence[Any]]:
+    """The type-info string of ``value`` and its flat items; a cache is described once for both."""
     import torch
 
+    if _caches.is_cache(value):
+        info = _caches.describe(value, what)
+        return str(info), _caches.flatten(value, info)
     flat = serialize_args((value,), None, None)
-    return (flat,) if isinstance(flat, torch.Tensor) else flat
+    return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
 
 
 def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[_Call, List[Any], str]:
@@ -139,9 +153,8 @@ def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tupl
     cache_tensors: List[int] = []
     n_flat = 0
     for i, value in enumerate(values):
-        kind = type_as_str_with_info(value)
+        kind, flat = _kind_and_flat(value, f"{op}: {names[i]}")
         kinds.append(kind)
-        flat = _flat(value)
         start = len(tensors)
         _split(flat, tensors, constants, n_flat, f"{op}: {names[i]}")
         n_flat += len(flat)
@@ -184,6 +197,8 @@ class _Op:
         self.run: Callable[..., Any] = module.forward
         self.fake_fn = fake
         self.calls: Dict[str, _Call] = {}
+        # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
+        self.results: List[Tuple[List[Any], Tuple[Any, ...]]] = []
         self.lib = torch.library.Library(name.namespace, "FRAGMENT")
         self.lib.define(f"{name.name}(Tensor[] tensors, str call) -> Tensor[]")
         self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")
@@ -210,9 +225,9 @@ class _Op:
         constants: Dict[int, Any] = {}
         n_flat = 0
         for i, value in enumerate(values):
-            kinds.append(type_as_str_with_info(value))
-            flat = _flat(value)
             what = "the output" if i == 0 else f"cache argument {i - 1} after the call"
+            kind, flat = _kind_and_flat(value, f"{self.qualname}: {what}")
+            kinds.append(kind)
             _split(flat, tensors, constants, n_flat, f"{self.qualname}: {what}")
             n_flat += len(flat)
         return tuple(kinds), tensors, constants, n_flat
@@ -243,6 +258,7 @@ class _Op:
         if shapes not in call.shapes and len(call.shapes) < _MAX_RECORDED_CALLS:
             call.shapes.append(shapes)
             call.rules = None
+        self.results.append((out, (output, *caches)))
         return out
 
     def _fake(self, tensors: List[Any], key: str) -> List[Any]:
@@ -415,7 +431,12 @@ def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     out = op.op(tensors, key)
     if known.out_kinds is None:  # pragma: no cover - both kernels fill it or raise
         raise CustomOpError(f"{op.qualname}: the operator returned without an output structure")
-    values = deserialize_args(_merge(out, known.out_constants, known.out_n_flat), list(known.out_kinds))
+    kept = op.results.pop() if op.results else None
+    if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):
+        # Note [eager results]: the very objects the kernel made from these tensors
+        values = kept[1]
+    else:
+        values = deserialize_args(_merge(out, known.out_constants, known.out_n_flat), list(known.out_kinds))
     given = [*args, *kwargs.values()]
     for i, new in zip(known.caches, values[1:]):
         _caches.write_back(given[i], new)
