@@ -246,3 +246,18 @@ def test_replace_and_restore() -> None:
     restore_modules(model)
     with pytest.raises(ValueError, match="the model itself"):
         replace_with_custom_ops(torch.nn.Sequential(), torch.nn.Sequential, "pbpr")
+
+
+def test_public_names() -> None:
+    """Every name the package exports resolves; the custom-operator ones come from their module."""
+    import subprocess
+    import sys
+
+    import piece_by_piece_serialize as pbp
+
+    for name in pbp.__all__:
+        assert getattr(pbp, name) is not None, name
+    assert pbp.as_custom_op is as_custom_op and pbp.CustomOpError is CustomOpError and issubclass(CustomOpError, TypeError)
+    code = "import sys, piece_by_piece_serialize.custom_op; print('transformers' in sys.modules, 'lark' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]  # neither is needed to wrap a plain module
