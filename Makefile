@@ -2,6 +2,7 @@
 #   make demo   -- creates .venv, installs the package with transformers, runs the main job on a tiny Llama
 #   make test   -- creates .venv, installs with the test extras, runs the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
 
-.PHONY: venv venv-test demo test fuzz bench tables clean
+.PHONY: venv venv-test demo test fuzz bench docs tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
-	$(PIP) install $(PIN) -e '.[test,fuzz,bench]'
+	$(PIP) install $(PIN) -e '.[test,fuzz,bench,docs]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -40,10 +41,15 @@ fuzz: venv-test
 
 bench: venv-test
 	$(BIN)/python bench/run.py
+	$(BIN)/python docs/build_readme.py  # docs/benchmarks.md shows the new bench/RESULTS.md
+
+# The site: docs/*.md and the API reference from the docstrings (mkdocstrings); broken links or anchors fail it.
+docs: venv-test
+	$(BIN)/python -m mkdocs build --strict -d site
 
 # Regenerate the LALR tables in src/piece_by_piece_serialize/_tables/ after editing a grammar (tests check they agree).
 tables: venv
 	$(BIN)/python -m piece_by_piece_serialize._lalr_build
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist site .pytest_cache .hypothesis
