@@ -45,7 +45,7 @@ bench: venv-test
 
 # The site: docs/*.md and the API reference from the docstrings (mkdocstrings); broken links or anchors fail it.
 docs: venv-test
-	$(BIN)/python -m mkdocs build --strict -d site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -d site
 
 # Regenerate the LALR tables in src/piece_by_piece_serialize/_tables/ after editing a grammar (tests check they agree).
 tables: venv
