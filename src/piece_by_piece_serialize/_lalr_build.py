@@ -25,7 +25,7 @@ import importlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ._grammar import build_parser, grammar_text
 
