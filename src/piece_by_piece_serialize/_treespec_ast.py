@@ -16,8 +16,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Any, cast, final
 
 __all__: list[str] = []  # private module
 
@@ -93,7 +94,7 @@ class DictConst(_Fragment):
     items: tuple[tuple[Const, Const], ...]
 
 
-Const = Union[NoneConst, BoolConst, IntConst, FloatConst, StrConst, EnumConst, TupleConst, ListConst, DictConst]
+Const = NoneConst | BoolConst | IntConst | FloatConst | StrConst | EnumConst | TupleConst | ListConst | DictConst
 
 
 # ------------------------------------------------------------------------------------------------- nodes
@@ -171,12 +172,11 @@ class CustomNode(_Fragment):
     pos: int = field(default=-1, compare=False, repr=False)
 
 
-Node = Union[
-    Leaves, TupleNode, ListNode, DictNode, OrderedDictNode, DefaultDictNode, DequeNode, NamedTupleNode, CustomNode
-]
+Node = Leaves | TupleNode | ListNode | DictNode | OrderedDictNode | DefaultDictNode | DequeNode | NamedTupleNode | CustomNode
 KEYED = (DictNode, OrderedDictNode, DefaultDictNode)
 
 
+@final  # so that ``type(ast) is LegacyName`` narrows ``Name | LegacyName`` for mypy
 @dataclass(frozen=True, slots=True)
 class LegacyName(_Fragment):
     """A name of the original pickle-based scheme: ``___`` + base32 ``body`` (``=`` written ``_``). Never decoded
@@ -256,11 +256,13 @@ def encode_body(s: str) -> str:
     character and a following character that is neither ``_`` nor ``.`` (so the next piece starts with an
     alphanumeric, as the DOT terminal's look-ahead requires); anything else non-alphanumeric is a Z escape.
     """
-    if s.isascii() and s[:1] not in ("_", ".") and "Z" not in s and s.replace("_", "").replace(".", "").isalnum():
-        # The common case, spelled as by the loop below: letters and digits stand for themselves, and if every
-        # "_" is followed by [a-z0-9] and every "." by a letter or digit, "_" stays and "." is "__".
-        if _underscores_before_lower_digit(s) and _dots_before_alnum(s):
-            return s.replace(".", "__")
+    # The common case, spelled as by the loop below: letters and digits stand for themselves, and if every
+    # "_" is followed by [a-z0-9] and every "." by a letter or digit, "_" stays and "." is "__".
+    if (
+        s.isascii() and s[:1] not in ("_", ".") and "Z" not in s and s.replace("_", "").replace(".", "").isalnum()
+        and _underscores_before_lower_digit(s) and _dots_before_alnum(s)
+    ):
+        return s.replace(".", "__")
     out = []
     last = len(s) - 1
     for i, ch in enumerate(s):
@@ -304,7 +306,7 @@ class _Key:
         self.const = const
 
 
-def _push_entries(stack: list, keys: tuple[Const, ...], children: tuple[Node, ...]) -> None:
+def _push_entries(stack: list[Any], keys: tuple[Const, ...], children: tuple[Node, ...]) -> None:
     stack.append("E")
     for i in range(len(children) - 1, -1, -1):
         stack.append(children[i])
@@ -316,7 +318,8 @@ def tokens(item: Name | Node | Const) -> list[str]:
     generator: printing is the canonical check of every decode, and a generator resumes once per token."""
     out: list[str] = []
     emit = out.append
-    stack: list = [item.root if isinstance(item, Name) else item]
+    # str, _Key, nodes and constants, told apart by ``type(top)`` in a local (which mypy does not narrow)
+    stack: list[Any] = [item.root if isinstance(item, Name) else item]
     while stack:
         top = stack.pop()
         key_position = False
@@ -405,13 +408,11 @@ def const_repr(const: Const) -> str:
     """A Python-like rendering of a constant (``'a'``, ``(1, None)``, ``[...]``, ``mod.Color.RED``), iteratively."""
     # Post-order: each frame is (const, rendered children so far).
     out: list[str] = []
-    stack: list = [(const, False)]
+    stack: list[tuple[Any, bool]] = [(const, False)]  # a Const, dispatched on type(c) in a local (which mypy does not narrow)
     while stack:
         c, done = stack.pop()
         kind = type(c)
-        if kind is StrConst:
-            out.append(repr(c.value))
-        elif kind is IntConst:
+        if kind is StrConst or kind is IntConst:
             out.append(repr(c.value))
         elif kind is FloatConst:
             out.append(c.text)
@@ -438,7 +439,8 @@ def const_repr(const: Const) -> str:
     return out[0]
 
 
-def _header(node: Node) -> str:
+def _header(node: TupleNode | ListNode | DictNode | OrderedDictNode | DefaultDictNode | DequeNode | NamedTupleNode | CustomNode) -> str:
+    # pretty_lines's view of a container (never Leaves); the dispatch on ``kind`` does not narrow, hence the casts
     kind = type(node)
     if kind is TupleNode:
         head = "tuple"
@@ -449,20 +451,22 @@ def _header(node: Node) -> str:
     elif kind is OrderedDictNode:
         head = "OrderedDict"
     elif kind is DefaultDictNode:
-        head = f"defaultdict({node.factory})"
+        head = f"defaultdict({cast(DefaultDictNode, node).factory})"
     elif kind is DequeNode:
-        head = "deque" if node.maxlen is None else f"deque(maxlen={node.maxlen})"
+        maxlen = cast(DequeNode, node).maxlen
+        head = "deque" if maxlen is None else f"deque(maxlen={maxlen})"
     elif kind is NamedTupleNode:
-        head = f"namedtuple {node.cls}"
+        head = f"namedtuple {cast(NamedTupleNode, node).cls}"
     else:
-        head = node.cls if node.context is None else f"{node.cls} context={const_repr(node.context)}"
+        custom = cast(CustomNode, node)
+        head = custom.cls if custom.context is None else f"{custom.cls} context={const_repr(custom.context)}"
     return head if node.children else head + " (empty)"
 
 
 def pretty_lines(name: Name, indent: str = "  ") -> list[str]:
     """The indented tree view: one line per node, ``*`` for a leaf, ``* xN`` for a run of N leaves."""
     lines: list[str] = []
-    stack: list = [(name.root, 0, "")]
+    stack: list[tuple[Any, int, str]] = [(name.root, 0, "")]  # (Node, depth, label); dispatch on type(node)
     while stack:
         node, depth, label = stack.pop()
         pad = indent * depth
@@ -471,10 +475,7 @@ def pretty_lines(name: Name, indent: str = "  ") -> list[str]:
             continue
         lines.append(f"{pad}{label}{_header(node)}")
         children = node.children
-        if isinstance(node, KEYED):
-            labels = [const_repr(k) + ": " for k in node.keys]
-        else:
-            labels = [""] * len(children)
+        labels = [const_repr(k) + ": " for k in node.keys] if isinstance(node, KEYED) else [""] * len(children)
         for i in range(len(children) - 1, -1, -1):
             stack.append((children[i], depth + 1, labels[i]))
     return lines
@@ -492,7 +493,7 @@ def measure(name: Name, max_nodes: int, max_depth: int) -> tuple[str, int] | Non
     within the limits, else ``(message, pos)`` for the first offending item in name order.
     """
     nodes = 0
-    stack: list = [(name.root, 1, 0)]
+    stack: list[tuple[Any, int, int]] = [(name.root, 1, 0)]  # (Node or Const, depth, pos); dispatch on type(item) in a local
     while stack:
         item, depth, pos = stack.pop()
         kind = type(item)
@@ -546,7 +547,7 @@ def within_limits(name: Name, length: int, max_nodes: int, max_depth: int) -> bo
     if length >= 2 * (max_depth + 1):
         return False
     nodes = 0
-    stack: list = [name.root]
+    stack: list[Any] = [name.root]  # nodes and constants; dispatch on type(item) in a local
     pop, extend = stack.pop, stack.extend
     while stack:
         item = pop()

@@ -14,14 +14,12 @@ canonical spelling of its AST (see ``treespec_name``).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
 from ._treespec_ast import (
     UNESCAPE,
-    encode_body,
-    is_plain_key,
     BoolConst,
     CustomNode,
     DefaultDictNode,
@@ -42,8 +40,15 @@ from ._treespec_ast import (
     StrConst,
     TupleConst,
     TupleNode,
+    encode_body,
+    is_plain_key,
 )
 from .errors import TreeSpecNameError
+
+if TYPE_CHECKING:
+    # Spelled here because _ToAst's methods named list, tuple and dict shadow the builtins in its body.
+    _Children = list[Any]  # a rule's children: Tokens and the values of its sub-rules, in source order
+    _Body = tuple[str, int]  # (text, offset)
 
 __all__: list[str] = []  # private module
 
@@ -192,10 +197,11 @@ class _ToAst:
     def __init__(self, checked: bool) -> None:
         self.checked = checked
 
-    def start(self, c: list[Any]) -> Name | LegacyName:
-        return c[0]
+    def start(self, c: _Children) -> Name | LegacyName:
+        root: Name | LegacyName = c[0]
+        return root
 
-    def name(self, c: list[Any]) -> Name:
+    def name(self, c: _Children) -> Name:
         version, root = c
         if version.value != "v1":
             raise _Fault(f"unsupported TreeSpec name version '{version.value}'; this library reads v1",
@@ -207,30 +213,30 @@ class _ToAst:
                              root.pos)
         return Name(root)
 
-    def legacy_name(self, c: list[Any]) -> LegacyName:
+    def legacy_name(self, c: _Children) -> LegacyName:
         return LegacyName(c[0].value, pos=c[0].start_pos)
 
-    def tuple(self, c: list[Any]) -> TupleNode:
+    def tuple(self, c: _Children) -> TupleNode:
         return TupleNode(_sequence(c, 1), pos=c[0].start_pos + 1)
 
-    def list(self, c: list[Any]) -> ListNode:
+    def list(self, c: _Children) -> ListNode:
         return ListNode(_sequence(c, 1), pos=c[0].start_pos + 1)
 
-    def dict(self, c: list[Any]) -> DictNode:
+    def dict(self, c: _Children) -> DictNode:
         keys, children = _entries(c, 1, self.checked)
         return DictNode(keys, children, pos=c[0].start_pos + 1)
 
-    def odict(self, c: list[Any]) -> OrderedDictNode:
+    def odict(self, c: _Children) -> OrderedDictNode:
         keys, children = _entries(c, 1, self.checked)
         return OrderedDictNode(keys, children, pos=c[0].start_pos + 1)
 
-    def ddict(self, c: list[Any]) -> DefaultDictNode:
+    def ddict(self, c: _Children) -> DefaultDictNode:
         # DD (ref | N) D entries...; N (a NoneConst here) is a defaultdict without a factory
         keys, children = _entries(c, 3, self.checked)
         factory = None if type(c[1]) is NoneConst else c[1][0]
         return DefaultDictNode(factory, keys, children, pos=c[0].start_pos + 1)
 
-    def deque(self, c: list[Any]) -> DequeNode:
+    def deque(self, c: _Children) -> DequeNode:
         maxlen = None
         start = 1
         if len(c) > 1 and type(c[1]) is Token and c[1].type == "INT":
@@ -240,10 +246,10 @@ class _ToAst:
             start = 2
         return DequeNode(maxlen, _sequence(c, start), pos=c[0].start_pos + 1)
 
-    def ntuple(self, c: list[Any]) -> NamedTupleNode:
+    def ntuple(self, c: _Children) -> NamedTupleNode:
         return NamedTupleNode(c[1][0], _sequence(c, 2), pos=c[0].start_pos + 1)
 
-    def custom(self, c: list[Any]) -> CustomNode:
+    def custom(self, c: _Children) -> CustomNode:
         context = None
         start = 2
         if len(c) > 2 and type(c[2]) is Token and c[2].type == "CONTEXT":
@@ -256,10 +262,10 @@ class _ToAst:
 
     # ---- keys and constants
 
-    def str_const(self, c: list[Any]) -> StrConst:
+    def str_const(self, c: _Children) -> StrConst:
         return StrConst(c[1][0] if len(c) > 1 else "")
 
-    def int_const(self, c: list[Any]) -> IntConst:
+    def int_const(self, c: _Children) -> IntConst:
         tok = c[0]
         negative = tok.type == "NEG_INT"
         value = _int(tok, 3 if negative else 2, negative)
@@ -267,7 +273,7 @@ class _ToAst:
             _check_int(tok, 3 if negative else 2, negative)
         return IntConst(value)
 
-    def float_const(self, c: list[Any]) -> FloatConst:
+    def float_const(self, c: _Children) -> FloatConst:
         tok = c[0]
         # the FLOAT terminal is "_F" then the repr with "." -> d, "-" -> m (sign and exponent), "+" -> p
         text = tok.value[2:].replace("d", ".").replace("m", "-").replace("p", "+")
@@ -276,32 +282,32 @@ class _ToAst:
                          tok.start_pos + 1)
         return FloatConst(text)
 
-    def none_const(self, c: list[Any]) -> NoneConst:
+    def none_const(self, c: _Children) -> NoneConst:
         return _NONE
 
-    def bool_const(self, c: list[Any]) -> BoolConst:
+    def bool_const(self, c: _Children) -> BoolConst:
         return _TRUE if c[0].type == "TRUE" else _FALSE
 
-    def enum_const(self, c: list[Any]) -> EnumConst:
+    def enum_const(self, c: _Children) -> EnumConst:
         return EnumConst(c[1][0], pos=c[1][1])
 
-    def const_tuple(self, c: list[Any]) -> TupleConst:
+    def const_tuple(self, c: _Children) -> TupleConst:
         return TupleConst(tuple(c[1:]))
 
-    def const_list(self, c: list[Any]) -> ListConst:
+    def const_list(self, c: _Children) -> ListConst:
         return ListConst(tuple(c[1:]))
 
-    def const_dict(self, c: list[Any]) -> DictConst:
+    def const_dict(self, c: _Children) -> DictConst:
         items = c[1:]
-        return DictConst(tuple(zip(items[0::2], items[1::2])))
+        return DictConst(tuple(zip(items[0::2], items[1::2])))  # noqa: B905 - equal halves; strict= doubles zip's cost on the decode path
 
     # ---- bodies: (text, offset) pairs
 
-    def ref(self, c: list[Any]) -> tuple[str, int]:
+    def ref(self, c: _Children) -> _Body:
         # the first piece (REF_LIT or REF_ESC) carries the separator before the reference
         return _body(c, 1, self.checked)
 
-    def body(self, c: list[Any]) -> tuple[str, int]:
+    def body(self, c: _Children) -> _Body:
         return _body(c, 0, self.checked)
 
 
@@ -349,8 +355,8 @@ def _body(c: list[Any], skip: int, checked: bool) -> tuple[str, int]:
     return text, pos
 
 
-_ENGINE: Any = None
-_CHECKED_ENGINE: Any = None
+_ENGINE: Engine | None = None
+_CHECKED_ENGINE: Engine | None = None
 
 
 def _engine() -> Engine:
@@ -393,7 +399,8 @@ def parse_if_canonical(text: str) -> Name | LegacyName | None:
     piece is not (call :func:`parse` and print the name to say why); raises :class:`TreeSpecNameError` like
     :func:`parse` for malformed input, unless a piece before the fault is not canonical (then ``None``)."""
     try:
-        return _checked_engine().parse(text)
+        ast: Name | LegacyName = _checked_engine().parse(text)
+        return ast
     except _NotCanonical:
         return None
     except (_Fault, Failure):
@@ -404,7 +411,8 @@ def parse_if_canonical(text: str) -> Name | LegacyName | None:
 def parse(text: str) -> Name | LegacyName:
     """Parse a whole TreeSpec name into its AST (a legacy name gives ``LegacyName``); raise :class:`TreeSpecNameError` on any malformed input."""
     try:
-        return _engine().parse(text)
+        ast: Name | LegacyName = _engine().parse(text)
+        return ast
     except _Fault as fault:
         raise TreeSpecNameError(fault.msg, text, fault.pos) from None
     except Failure as e:

@@ -60,6 +60,7 @@ from .errors import TreeSpecNameError
 
 if TYPE_CHECKING:
     from torch.utils._pytree import TreeSpec
+    from torch.utils._pytree import TreeSpec as _TreeSpec  # for _build, whose local TreeSpec is the class itself
 
 __all__ = [
     "CACHE_SIZE",
@@ -218,7 +219,7 @@ def _to_const(value: Any, what: str, how: str = "") -> Const:
                 n = 2 * len(v)
                 flat = out[len(out) - n:]
                 del out[len(out) - n:]
-                out.append(DictConst(tuple(zip(flat[0::2], flat[1::2]))))
+                out.append(DictConst(tuple(zip(flat[0::2], flat[1::2]))))  # noqa: B905 - equal halves; strict= doubles zip's cost
             else:
                 n = len(v)
                 items = tuple(out[len(out) - n:])
@@ -285,7 +286,7 @@ def _from_const(const: Const, text: str, pos: int) -> Any:
                 out.append(items)
             else:
                 try:
-                    out.append(dict(zip(items[0::2], items[1::2])))
+                    out.append(dict(zip(items[0::2], items[1::2])))  # noqa: B905 - equal halves; strict= doubles zip's cost
                 except TypeError:
                     raise TreeSpecNameError("a dict constant has an unhashable key", text, pos) from None
     return out[0]
@@ -459,7 +460,7 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
 
     ast = parse_if_canonical(name)  # Note [piecewise canonical check] in _treespec_transform
     checked = ast is not None
-    if not checked:
+    if ast is None:
         ast = parse(name)
     if type(ast) is LegacyName:
         raise TreeSpecNameError(LEGACY_MESSAGE, name, ast.pos)
@@ -471,7 +472,7 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
         return ast
     canonical = print_name(ast)
     if canonical != name:
-        i = next((k for k, (a, b) in enumerate(zip(canonical, name)) if a != b), min(len(canonical), len(name)))
+        i = next((k for k, (a, b) in enumerate(zip(canonical, name, strict=False)) if a != b), min(len(canonical), len(name)))
         shown = canonical if len(canonical) <= 80 else "..." + canonical[max(0, i - 20): i + 40] + "..."
         raise TreeSpecNameError(f"not the canonical spelling of this TreeSpec, which is '{shown}'", name, i)
     return ast
@@ -507,7 +508,7 @@ def _build(ast: Name, text: str) -> TreeSpec:
     TreeSpec = pytree.TreeSpec
     leaf = pytree.treespec_leaf()
     tuple_t, list_t, dict_t, odict_t, ddict_t, deque_t, ntuple_f = _NATIVE_TYPES
-    out: list[Any] = []
+    out: list[_TreeSpec] = []
     stack: list[tuple[Any, bool]] = [(ast.root, False)]
     while stack:
         node, done = stack.pop()
@@ -551,8 +552,9 @@ def _build(ast: Name, text: str) -> TreeSpec:
                 raise TreeSpecNameError(f"unknown namedtuple class '{node.cls}': no loaded module or pytree "
                                         "registration defines it", text, pos)
             _check_ref(cls, node.cls, "namedtuple class", _HOW_NAMEDTUPLE, text, pos)
-            if len(cls._fields) != len(kids):
-                raise TreeSpecNameError(f"namedtuple {node.cls} has {len(cls._fields)} fields but the name gives "
+            # is_namedtuple_class is no TypeGuard: mypy knows cls only as a type, the check above says it has _fields
+            if len(cls._fields) != len(kids):  # type: ignore[attr-defined]
+                raise TreeSpecNameError(f"namedtuple {node.cls} has {len(cls._fields)} fields but the name gives "  # type: ignore[attr-defined]
                                         f"{len(kids)} children", text, pos)
             spec = TreeSpec(ntuple_f, cls, kids)
         else:
@@ -600,7 +602,7 @@ _CACHE: dict[Any, tuple[int, Any]] = {}
 
 def _remember(key: Any, value: tuple[int, Any]) -> None:
     if len(_CACHE) >= CACHE_SIZE:
-        try:
+        try:  # noqa: SIM105 - a plain try costs nothing when nothing is raised; contextlib.suppress is a call
             del _CACHE[next(iter(_CACHE))]
         except (KeyError, RuntimeError, StopIteration):  # another thread evicted first
             pass
