@@ -34,7 +34,9 @@ Note [write back]
 transformers' layers update the cache they receive in place (``cache.update(...)``), but behind an
 operator they receive a cache rebuilt from tensors. The operator therefore returns, after the module's
 own outputs, the flat state of every cache argument, and the wrapper writes it into the caller's
-cache object with ``_caches.write_back`` (same objects, new tensors). Unchanged cache tensors come
+cache object with ``_caches.write_back`` (same objects, new tensors); where the module's output is, or
+directly holds, the cache it was given (a ModelOutput's ``cache``), the caller gets its own cache object
+there, as from the module itself. Unchanged cache tensors come
 back as themselves in eager mode (an operator defined with ``torch.library`` may return its inputs;
 cloning them would cost a copy of the whole cache per layer call), and as new tensors under export,
 where the program's cache outputs are the operator's. A cache nested inside another argument
@@ -100,6 +102,7 @@ class _Call:
     out_kinds: Optional[Tuple[str, ...]] = None  # the output's type-info string, then each cache's after the call
     out_constants: Dict[int, Any] = field(default_factory=dict)
     out_n_flat: int = 0
+    out_aliases: Tuple[Tuple[Any, int], ...] = ()  # where the output holds cache argument i itself (Note [write back])
     out_dtypes: Tuple[Any, ...] = ()
     out_devices: Tuple[Any, ...] = ()
     shapes: List[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]] = field(default_factory=list)
@@ -246,6 +249,7 @@ class _Op:
         dtypes = tuple(t.dtype for t in out)
         if call.out_kinds is None:
             call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
+            call.out_aliases = _aliases(output, caches)
         if not call.shapes:  # the first eager call (a fake= kernel may have seen the structure before)
             call.out_dtypes, call.out_devices = dtypes, tuple(t.device for t in out)
         if (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
@@ -270,6 +274,7 @@ class _Op:
             kinds, out, constants, n_flat = self._flat_outputs(output, caches)
             if call.out_kinds is None:
                 call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
+                call.out_aliases = _aliases(output, caches)
             elif (kinds, constants) != (call.out_kinds, call.out_constants):
                 raise CustomOpError(f"{self.qualname}: fake= returned {kinds} where the module returns {call.out_kinds}")
             # a fake kernel may not return its inputs (unchanged cache tensors, for one)
@@ -424,8 +429,10 @@ def _wrapper_class(cls: type) -> type:
 
 
 def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    bound = op.signature.bind(*args, **kwargs)  # a TypeError for a bad call, as the module's own forward gives
-    args, kwargs = bound.args, bound.kwargs
+    # A TypeError for a bad call, as the module's own forward gives. The call itself keeps the caller's split
+    # between positional and keyword arguments: decorated forwards (transformers' output capturing) read
+    # some arguments from **kwargs, and a keyword turned positional would reach them twice.
+    op.signature.bind(*args, **kwargs)
     call, tensors, key = _describe_call(op.qualname, args, kwargs)
     known = op.calls.setdefault(key, call)
     out = op.op(tensors, key)
@@ -440,7 +447,40 @@ def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     given = [*args, *kwargs.values()]
     for i, new in zip(known.caches, values[1:]):
         _caches.write_back(given[i], new)
-    return values[0]
+    output = values[0]
+    for where, i in known.out_aliases:
+        output = _put(output, where, given[known.caches[i]])
+    return output
+
+
+def _aliases(output: Any, caches: Sequence[Any]) -> Tuple[Tuple[Any, int], ...]:
+    """Where ``output`` is, or directly holds, one of the cache arguments (a layer returning the cache it was
+    given, a ModelOutput's ``cache``): ``(None, i)`` or ``((key or index), i)``, one level deep."""
+    found: List[Tuple[Any, int]] = []
+    for i, cache in enumerate(caches):
+        if output is cache:
+            found.append((None, i))
+        elif isinstance(output, dict):  # ModelOutput is an OrderedDict
+            found.extend(((k,), i) for k, v in output.items() if v is cache)
+        elif isinstance(output, (list, tuple)):
+            found.extend(((j,), i) for j, v in enumerate(output) if v is cache)
+    return tuple(found)
+
+
+def _put(output: Any, where: Any, cache: Any) -> Any:
+    """``output`` with the caller's own cache object at ``where`` (the rebuilt one holds the same state)."""
+    if where is None:
+        return cache
+    (k,) = where
+    if isinstance(output, dict):
+        output[k] = cache  # a ModelOutput sets the attribute too
+        return output
+    if isinstance(output, list):
+        output[k] = cache
+        return output
+    items = list(output)
+    items[k] = cache
+    return output._make(items) if hasattr(output, "_make") else type(output)(items)
 
 
 _Op.forward = _forward  # type: ignore[attr-defined]

@@ -272,3 +272,27 @@ def test_export_a_decode_step_with_a_cache_input() -> None:
     tests = str(Path(__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-c", _DECODE_EXPORT, tests], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_a_model_output_holding_the_cache() -> None:
+    """LlamaModel behind one operator: its output is a ModelOutput whose ``cache`` is the cache it was given
+    (or made); decoding on gives the same logits, and the cache in the output is the caller's own object, as
+    from the model itself. Its forward is decorated (it reads use_cache from **kwargs): keyword arguments stay
+    keyword arguments."""
+    from piece_by_piece_serialize import as_custom_op
+
+    model = tiny.llama()
+    reference = copy.deepcopy(model)
+    model.model = as_custom_op(model.model, f"{next(_ns)}::llama_model")
+    with torch.no_grad():
+        ours, theirs = model(tiny.ids(6, 2), use_cache=True), reference(tiny.ids(6, 2), use_cache=True)
+        assert type(ours).__name__ == "CausalLMOutputWithPast" and torch.equal(ours.logits, theirs.logits)
+        assert_same_state(theirs.cache, ours.cache)
+        for step in range(3):
+            token = tiny.ids(1, 2, seed=step)
+            got, want = model(token, cache=ours.cache), reference(token, cache=theirs.cache)
+            assert torch.equal(got.logits, want.logits)
+            assert got.cache is ours.cache and want.cache is theirs.cache
+        assert_same_state(theirs.cache, ours.cache)
+        out = model.model(tiny.ids(3, 2))
+    assert type(out).__name__ == "BaseModelOutputWithPast" and list(out.keys()) == ["last_hidden_state", "cache"]
