@@ -16,13 +16,17 @@ route.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from . import _cache_layers as L
 from .type_info import LayerInfo
 
+if TYPE_CHECKING:  # annotations only: the makers are given torch.Tensor, so ``type(x) is tensor`` narrows x to it
+    from torch import Tensor
+
 # A maker takes the iterator over the cache's items and returns the next layer, or None to give up.
-Maker = Callable[[Iterator[Any]], Optional[Any]]
+Maker = Callable[[Iterator[Any]], Any | None]
 _new = object.__new__
 
 
@@ -31,6 +35,7 @@ def maker(adapter: L.LayerAdapter, info: LayerInfo) -> Maker:
     torch = L._torch
     kind = type(adapter)
     if not adapter.extra and info.populated:
+        # the ignores: info.number is int | None, and the S, T and V kinds always carry it
         if kind is L.DynamicAdapter:
             return _dynamic(adapter.cls, torch.Tensor)
         if kind is L.SlidingAdapter and info.kind == "S":
@@ -51,12 +56,12 @@ def maker(adapter: L.LayerAdapter, info: LayerInfo) -> Maker:
     return general
 
 
-def _dynamic(cls: type, tensor: type) -> Maker:
+def _dynamic(cls: type, tensor: type[Tensor]) -> Maker:
     def make(it: Iterator[Any]) -> Any:
         keys, values = next(it), next(it)
         if type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
             return None
-        layer = _new(cls)
+        layer: Any = _new(cls)  # a transformers layer, its attributes set one by one
         layer.keys = keys
         layer.values = values
         layer.is_initialized = True
@@ -66,7 +71,7 @@ def _dynamic(cls: type, tensor: type) -> Maker:
     return make
 
 
-def _count(item: Any, tensor: type) -> Any:
+def _count(item: Any, tensor: type[Tensor]) -> int | None:
     """The count a count tensor carries, or None (Note [count tensors])."""
     if type(item) is not tensor or item.dim() != 2:
         return None
@@ -74,7 +79,7 @@ def _count(item: Any, tensor: type) -> Any:
     return n if zero == 0 else None
 
 
-def _sliding(cls: type, tensor: type, window: int, record: bool) -> Maker:
+def _sliding(cls: type, tensor: type[Tensor], window: int, record: bool) -> Maker:
     window_tensor = L.window_tensor
 
     def make(it: Iterator[Any]) -> Any:
@@ -83,7 +88,7 @@ def _sliding(cls: type, tensor: type, window: int, record: bool) -> Maker:
         if count is None or type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
             return None
         device = keys.device
-        layer = _new(cls)
+        layer: Any = _new(cls)  # a transformers layer, its attributes set one by one
         layer.keys = keys
         layer.values = values
         layer.is_initialized = True
@@ -97,7 +102,7 @@ def _sliding(cls: type, tensor: type, window: int, record: bool) -> Maker:
     return make
 
 
-def _static(cls: type, tensor: type, int64: Any, length: int, croppable: bool | None) -> Maker:
+def _static(cls: type, tensor: type[Tensor], int64: Any, length: int, croppable: bool | None) -> Maker:
     def make(it: Iterator[Any]) -> Any:
         keys, values, position = next(it), next(it), next(it)
         count = None if croppable is None else _count(next(it), tensor)
@@ -108,7 +113,7 @@ def _static(cls: type, tensor: type, int64: Any, length: int, croppable: bool | 
             return None
         if position.dtype is not int64 or position.dim() != 0 or (croppable is not None and count is None):
             return None
-        layer = _new(cls)
+        layer: Any = _new(cls)  # a transformers layer, its attributes set one by one
         layer.keys = keys
         layer.values = values
         layer.is_initialized = True
@@ -126,7 +131,7 @@ def _static(cls: type, tensor: type, int64: Any, length: int, croppable: bool | 
     return make
 
 
-def _linear(cls: type, tensor: type, info: LayerInfo) -> Maker:
+def _linear(cls: type, tensor: type[Tensor], info: LayerInfo) -> Maker:
     plan = tuple((st.conv_kernel is not None, st.recurrent) for st in info.states)
     n = len(plan)
     conv_init = {i: c for i, (c, _) in enumerate(plan)}
@@ -148,7 +153,7 @@ def _linear(cls: type, tensor: type, info: LayerInfo) -> Maker:
                 first = c
             conv[i] = c
             rec[i] = r
-        layer = _new(cls)
+        layer: Any = _new(cls)  # a transformers layer, its attributes set one by one
         layer.number_of_states = n
         layer.conv_states = conv
         layer.recurrent_states = rec

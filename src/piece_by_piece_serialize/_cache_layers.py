@@ -34,7 +34,8 @@ on a layer that holds no tensors (the ``device`` of a reset layer) are overwritt
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ._cache_kinds import LayerKind, layer_kind
 from .type_info import LayerInfo, LinearState
@@ -154,7 +155,7 @@ def _refuse(where: str, msg: str) -> Refused:
 
 
 def _check_attributes(layer: Any, allowed: frozenset[str], where: str) -> dict[str, Any]:
-    state = vars(layer)
+    state: dict[str, Any] = vars(layer)
     if not state.keys() <= allowed:
         extra = sorted(set(state) - allowed)
         raise Refused(
@@ -166,7 +167,7 @@ def _check_attributes(layer: Any, allowed: frozenset[str], where: str) -> dict[s
     return state
 
 
-def _same_device(a: Any, b: Any) -> bool:
+def _same_device(a: object, b: object) -> bool:
     return a == b
 
 
@@ -218,7 +219,7 @@ class LayerAdapter:
         for name in self.extra:  # after everything else, as LayerInfo.item_names() lists them
             item = take()
             state[name] = check_count(item, name) if name in self.extra_counts else check_tensor(item, name)
-        obj = _new(self.cls)
+        obj: object = _new(self.cls)
         target = obj.__dict__
         for name in self.order:
             if name in state:
@@ -247,8 +248,8 @@ class LayerAdapter:
 class DynamicAdapter(LayerAdapter):
     """``DynamicLayer``: keys and values grow by concatenation; ``D`` / ``d``."""
 
-    attributes = frozenset({"keys", "values", "is_initialized", "device"})
-    order = ("keys", "values", "is_initialized", "device")
+    attributes: frozenset[str] = frozenset({"keys", "values", "is_initialized", "device"})
+    order: tuple[str, ...] = ("keys", "values", "is_initialized", "device")
 
     def attention_describe(self, state: dict[str, Any], where: str) -> bool:
         populated = state.get("is_initialized")
@@ -347,7 +348,7 @@ class SlidingAdapter(DynamicAdapter):
         else:
             obj["cumulative_length"] = check_count(take(), "cumulative_length")
             device = obj["device"]
-        obj["_sliding_window_tensor"] = window_tensor(window, device)
+        obj["_sliding_window_tensor"] = window_tensor(window, device)  # type: ignore[arg-type]  # a sliding kind always has its window
         obj["record_past"] = info.flag("r")
 
     def fill(self, obj: Any, info: LayerInfo, take: _Take, what: str) -> None:
@@ -382,7 +383,7 @@ class IndexedAdapter(DynamicAdapter):
         "indexer_dtype",
         "indexer_device",
     }
-    order = (
+    order: tuple[str, ...] = (
         "keys",
         "values",
         "is_initialized",
@@ -466,7 +467,7 @@ class StaticAdapter(LayerAdapter):
         {"keys", "values", "is_initialized", "max_cache_len", "cumulative_length", "device", "batch_size", "num_heads", "k_head_dim", "v_head_dim"}
     )
     _shape_attrs = ("device", "batch_size", "num_heads", "k_head_dim", "v_head_dim")
-    order = ("keys", "values", "is_initialized", "max_cache_len", "cumulative_length", "device", "batch_size", "num_heads", "v_head_dim", "k_head_dim")
+    order: tuple[str, ...] = ("keys", "values", "is_initialized", "max_cache_len", "cumulative_length", "device", "batch_size", "num_heads", "v_head_dim", "k_head_dim")
 
     def static_describe(self, state: dict[str, Any], where: str) -> tuple[bool, int]:
         length = state.get("max_cache_len")
@@ -480,7 +481,7 @@ class StaticAdapter(LayerAdapter):
             if not isinstance(keys, _Tensor) or not isinstance(values, _Tensor) or keys.dim() != 4 or values.dim() != 4:
                 raise _refuse(where, "is_initialized is True but keys/values are not rank-4 tensors")
             derived = (keys.device, keys.shape[0], keys.shape[1], keys.shape[-1], values.shape[-1])
-            for name, value in zip(self._shape_attrs, derived):
+            for name, value in zip(self._shape_attrs, derived):  # noqa: B905 - both five long; strict= doubles zip's cost
                 if name in state and state[name] != value:
                     raise _refuse(where, f"{name} is {state[name]!r} while its tensors say {value!r}")
             if keys.shape[2] != length:
@@ -718,7 +719,7 @@ class _LinearPart:
     def check_dtype_device(state: dict[str, Any], first_conv: Any, attention_device: Any, where: str) -> bool:
         dtype, device = state.get("dtype"), state.get("device")
         expected_device = attention_device if attention_device is not None else (first_conv.device if first_conv is not None else None)
-        if device is None and expected_device is not None or device is not None and not _same_device(device, expected_device):
+        if (device is None and expected_device is not None) or (device is not None and not _same_device(device, expected_device)):
             raise _refuse(where, f"device is {device!r}; its tensors say {expected_device!r}")
         if dtype is None:
             return False
@@ -771,7 +772,7 @@ class _LinearPart:
             obj["device"] = attention_device
         else:
             obj["device"] = first_conv.device if first_conv is not None else None
-        obj["dtype"] = first_conv.dtype if info.flag("y") else None
+        obj["dtype"] = first_conv.dtype if info.flag("y") else None  # type: ignore[union-attr]  # y: there is a first conv state
         obj["record_past"] = info.flag("r")
 
 
@@ -827,7 +828,8 @@ class HybridAdapter(LayerAdapter):
             populated, number = att.static_describe(state, where)
             params = []
         else:
-            populated, number, params = att.attention_describe(state, where), None, []  # type: ignore[assignment]
+            # the remaining attention half in HYBRIDS is "D", a DynamicAdapter, which has attention_describe
+            populated, number, params = att.attention_describe(state, where), None, []  # type: ignore[attr-defined]
         if state["record_past"]:
             params.append(("r", None))
         device = state["keys"].device if populated else None

@@ -39,7 +39,8 @@ given back to the backend on rebuild is exactly what it had.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import _cache_layers as L
 from .type_info import LayerInfo
@@ -138,7 +139,7 @@ class _GroupWiseAdapter(L.DynamicAdapter):
     deferred beam reordering. Subclasses say what a quantized state is and what the backend objects are."""
 
     backend_attributes: tuple[str, ...] = ()
-    attributes = L.DynamicAdapter.attributes | {
+    attributes: frozenset[str] = L.DynamicAdapter.attributes | {
         "cumulative_length",
         *_QUANTIZED,
         "nbits",
@@ -149,7 +150,7 @@ class _GroupWiseAdapter(L.DynamicAdapter):
         "_pending_beam_idx",
     }
     #: the order of transformers' constructors, then lazy_initialization's ``device``
-    order = (
+    order: tuple[str, ...] = (
         "keys",
         "values",
         "is_initialized",
@@ -232,8 +233,9 @@ class _GroupWiseAdapter(L.DynamicAdapter):
                     "is_initialized is True but it holds no quantized states (Cache.early_initialization leaves a "
                     "quantized layer so, and transformers' own update cannot run from it)",
                 )
-            for name, axis in zip(_QUANTIZED, (axis_key, axis_value)):
-                self.check_quantized(state.get(name), name, backend, (nbits, group, axis), state["keys"], where)
+            for name, axis in zip(_QUANTIZED, (axis_key, axis_value)):  # noqa: B905 - both two long; strict= doubles zip's cost
+                # the loop over both axes above raised unless each is an int, which mypy does not carry here
+                self.check_quantized(state.get(name), name, backend, (nbits, group, axis), state["keys"], where)  # type: ignore[arg-type]
         else:
             for name in _QUANTIZED:
                 if state.get(name) is not None:
@@ -280,8 +282,8 @@ class _GroupWiseAdapter(L.DynamicAdapter):
         if info.populated:
             self.attention_fill(obj, True, take, what)
             keys = obj["keys"]
-            for name, axis in zip(_QUANTIZED, axes):
-                obj[name] = self.take_quantized(take, name, backend, (nbits, group, axis), keys)  # type: ignore[arg-type]
+            for name, axis in zip(_QUANTIZED, axes):  # noqa: B905 - both two long; strict= doubles zip's cost
+                obj[name] = self.take_quantized(take, name, backend, (nbits, group, axis), keys)
             obj["cumulative_length"] = L.check_count(take(), "cumulative_length")
             if info.flag("p"):
                 pending = L.check_tensor(take(), "_pending_beam_idx")
@@ -299,7 +301,7 @@ class _GroupWiseAdapter(L.DynamicAdapter):
         obj["axis_key"], obj["axis_value"] = axes
         obj["q_group_size"] = group
         obj["residual_length"] = values.get("r") or 0
-        self.backend_objects(obj, backend, nbits)  # type: ignore[arg-type]
+        self.backend_objects(obj, backend, nbits)
 
 
 def _leaf(x: Any, name: str, where: str) -> Any:
@@ -359,7 +361,7 @@ class QuantoAdapter(_GroupWiseAdapter):
             "stride": str(_contiguous_stride(shape)),
         }
         packed = {"bits": str(qtype.bits), "size": str(list(grouped)), "stride": str((grouped[1], 1))}
-        return meta, grouped, packed  # type: ignore[return-value]
+        return meta, grouped, packed
 
     @staticmethod
     def _check_parts(name: str, settings: tuple[int, int, int], shape: tuple[int, ...], data: Any, scale: Any, shift: Any) -> None:
@@ -375,7 +377,7 @@ class QuantoAdapter(_GroupWiseAdapter):
                 f"of {group}, {nbits} bits), got {data.dtype} of shape {tuple(data.shape)}"
             )
         for part, x in (("_scale", scale), ("_shift", shift)):
-            if x.dim() != 2 or any(k not in (1, g) for k, g in zip(x.shape, grouped)):
+            if x.dim() != 2 or any(k not in (1, g) for k, g in zip(x.shape, grouped)):  # noqa: B905 - both two long (dim checked first)
                 raise ValueError(f"item {name}.{part} has shape {tuple(x.shape)}, which does not fit the groups {grouped}")
             if x.device != data.device:
                 raise ValueError(f"item {name}.{part} is on {x.device}, its data on {data.device}")

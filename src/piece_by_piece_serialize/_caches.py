@@ -37,7 +37,8 @@ raises the errors that name the argument and the item.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Iterator, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
 
 from . import _cache_layers as L
 from ._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
@@ -58,9 +59,9 @@ LAYERS: dict[type, L.LayerAdapter] = {}
 #: kind letter -> adapter that builds it
 BUILDERS: dict[str, L.LayerAdapter] = {}
 #: class -> adapter, for every supported cache class; empty until transformers is seen (then no value can be one)
-SUPPORTED: dict[type, "CacheAdapter"] = {}
+SUPPORTED: dict[type, CacheAdapter | PairAdapter] = {}
 #: cache name as spelled -> adapter
-BY_NAME: dict[str, "CacheAdapter"] = {}
+BY_NAME: dict[str, CacheAdapter | PairAdapter] = {}
 _new = object.__new__
 # user registrations made before transformers was bound: (kind, cls, extra, like) replayed by _bind
 _PENDING_LAYERS: list[tuple[str, type, tuple[str, ...], str, frozenset[str]]] = []
@@ -138,11 +139,11 @@ class CacheAdapter:
         for name in self.leading:
             value = getattr(cache, name)
             out.append(L.count_item(value) if name in self.counts else value)
-        for layer, layer_info in zip(cache.layers, info.layers):
+        for layer, layer_info in zip(cache.layers, info.layers):  # noqa: B905 - info describes these layers; strict= doubles zip's cost
             LAYERS[type(layer)].flatten(layer, layer_info, out)
 
     def build(self, info: CacheInfo, items: Iterator[Any], what: str) -> Any:
-        cache = _new(self.cls)
+        cache: Any = _new(self.cls)
         leading = [next(items) for _ in self.leading]
         layers: list[Any] = []
         index = 0
@@ -161,7 +162,7 @@ class CacheAdapter:
         if cache.offloading:
             cache.only_non_sliding = info.option("p")
             cache.prefetch_stream = _stream()
-        for name, value in zip(self.leading, leading):
+        for name, value in zip(self.leading, leading):  # noqa: B905 - one value taken per name above; strict= doubles zip's cost
             check = L.check_count if name in self.counts else L.check_tensor
             try:
                 setattr(cache, name, check(value, name))
@@ -195,7 +196,7 @@ class PairAdapter:
             adapter = SUPPORTED.get(type(inner))
             if adapter is None or isinstance(adapter, PairAdapter):
                 _unsupported(inner, f"{what}.{part}")
-            parts.append(adapter.describe(inner, f"{what}.{part}"))  # type: ignore[union-attr]
+            parts.append(adapter.describe(inner, f"{what}.{part}"))
         try:
             derived = _is_updated(state["cross_attention_cache"])
         except (TypeError, ValueError) as err:  # transformers refuses to measure some layers (DummyLayer)
@@ -208,13 +209,15 @@ class PairAdapter:
         return EncoderDecoderCacheInfo(parts[0], parts[1])
 
     def flatten(self, cache: Any, info: EncoderDecoderCacheInfo, out: list[Any]) -> None:
-        BY_NAME[info.self_attention.name].flatten(cache.self_attention_cache, info.self_attention, out)
-        BY_NAME[info.cross_attention.name].flatten(cache.cross_attention_cache, info.cross_attention, out)
+        # the ignores: both halves are plain caches (describe refuses a pair inside a pair), so BY_NAME gives
+        # their CacheAdapters, which mypy cannot tell from the name
+        BY_NAME[info.self_attention.name].flatten(cache.self_attention_cache, info.self_attention, out)  # type: ignore[arg-type]
+        BY_NAME[info.cross_attention.name].flatten(cache.cross_attention_cache, info.cross_attention, out)  # type: ignore[arg-type]
 
     def build(self, info: EncoderDecoderCacheInfo, items: Iterator[Any], what: str) -> Any:
         first = _cache_adapter(info.self_attention.name).build(info.self_attention, items, f"{what} self_attention_cache")
         second = _cache_adapter(info.cross_attention.name).build(info.cross_attention, items, f"{what} cross_attention_cache")
-        cache = _new(self.cls)
+        cache: Any = _new(self.cls)
         cache.self_attention_cache = first
         cache.cross_attention_cache = second
         cache.is_updated = _is_updated(second)
@@ -238,7 +241,7 @@ def _supported_caches() -> str:
     return ", ".join(sorted({a.cls.__qualname__ for a in SUPPORTED.values()}))
 
 
-def _unsupported(obj: Any, what: str) -> None:
+def _unsupported(obj: Any, what: str) -> NoReturn:
     raise TypeError(
         f"{what}: {_qualname(type(obj))} is not supported; supported caches are {_supported_caches()} "
         "(a subclass or another class can be added with piece_by_piece_serialize.register_cache_class)"
@@ -271,7 +274,7 @@ def _bind(cu: Any) -> None:
         cls = getattr(cu, ckind.name, None)
         if cls is None:
             continue
-        cadapter: Any = PairAdapter(ckind, cls) if ckind.pair else CacheAdapter(ckind, cls)
+        cadapter: CacheAdapter | PairAdapter = PairAdapter(ckind, cls) if ckind.pair else CacheAdapter(ckind, cls)
         SUPPORTED[cls] = cadapter
         BY_NAME[ckind.name] = cadapter
     for code, cls, extra, like, counts in _PENDING_LAYERS:
@@ -363,15 +366,15 @@ def describe(cache: Any, what: str = "cache") -> AnyCacheInfo:
     adapter = SUPPORTED.get(type(cache))
     if adapter is None:
         _unsupported(cache, what)
-    return adapter.describe(cache, what)  # type: ignore[union-attr]
+    return adapter.describe(cache, what)
 
 
-def flatten(cache: Any, info: Optional[AnyCacheInfo] = None) -> list[Any]:
+def flatten(cache: Any, info: AnyCacheInfo | None = None) -> list[Any]:
     """The items of a supported cache, in the order of its type-info string."""
     if info is None:
         info = describe(cache)
     out: list[Any] = []
-    SUPPORTED[type(cache)].flatten(cache, info, out)
+    SUPPORTED[type(cache)].flatten(cache, info, out)  # type: ignore[arg-type]  # info describes this cache, so fits its adapter
     return out
 
 
@@ -433,7 +436,7 @@ def flatten_into(cache: Any, out: list[Any]) -> bool:
                     return False
         return True
     try:
-        adapter.flatten(cache, adapter.describe(cache, "cache"), out)
+        adapter.flatten(cache, adapter.describe(cache, "cache"), out)  # type: ignore[arg-type]  # the info its own describe gives
     except (TypeError, ValueError):
         del out[start:]
         return False
@@ -489,7 +492,7 @@ def builder(info: AnyCacheInfo) -> Callable[[Sequence[Any]], Any]:
             b = second(it) if a is not None else None
             if b is None:
                 return None
-            cache = _new(pair)
+            cache: Any = _new(pair)
             cache.self_attention_cache = a
             cache.cross_attention_cache = b
             cache.is_updated = _is_updated(b)
@@ -533,7 +536,7 @@ def _compiled(info: CacheInfo) -> Callable[[Iterator[Any]], Any]:
         if offloading:
             cache.only_non_sliding = only_non_sliding
             cache.prefetch_stream = _stream()
-        for name, value in zip(leading, own):
+        for name, value in zip(leading, own):  # noqa: B905 - one value per name above; strict= doubles zip's cost
             setattr(cache, name, value)
         return cache
 
@@ -550,7 +553,7 @@ def _plain_builder(info: CacheInfo) -> Callable[[Sequence[Any]], Any]:
         it = iter(items)
         layers: list[Any] = []
         append = layers.append
-        for keys, values in zip(it, it):
+        for keys, values in zip(it, it):  # noqa: B905 - consecutive pairs of one iterator; strict= doubles zip's cost
             if type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
                 return None
             layer = new(dynamic_layer)
@@ -559,7 +562,7 @@ def _plain_builder(info: CacheInfo) -> Callable[[Sequence[Any]], Any]:
             layer.is_initialized = True
             layer.device = keys.device
             append(layer)
-        cache = new(dynamic_cache)
+        cache: Any = new(dynamic_cache)
         cache.layers = layers
         cache.layer_class_to_replicate = replicate
         cache.offloading = False

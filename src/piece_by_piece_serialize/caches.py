@@ -26,7 +26,8 @@ base class's nor registered is refused too.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _cache_kinds as K
 
