@@ -4,9 +4,10 @@ The ``.lark`` files in the top-level ``grammars/`` folder are the single definit
 In a wheel they ship as ``piece_by_piece_serialize/grammars/``; in a source checkout (editable install)
 they are read from the repository's ``grammars/``. Nothing is written beside the code at run time.
 
-``lark`` is imported only when a parser is built: schemas and TreeSpec names are parsed by :mod:`._lalr` from
-tables generated ahead of time (``_tables/``, see :mod:`._lalr_build`), so lark runs only to regenerate them, for
-the type-info and structure languages, and in the tests.
+``lark`` is imported only when a parser is built: all four languages (schemas, TreeSpec names, type-info strings
+and structure descriptions) are parsed by :mod:`._lalr` from tables generated ahead of time (``_tables/``, see
+:mod:`._lalr_build`), so lark runs only to regenerate them (or to rebuild them in memory when a grammar file no
+longer matches its tables) and in the tests.
 """
 
 from __future__ import annotations

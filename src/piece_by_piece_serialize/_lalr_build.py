@@ -33,6 +33,8 @@ from ._grammar import build_parser, grammar_text
 GRAMMARS: Dict[str, Dict[str, Any]] = {
     "schema": {"lexer": "basic", "always_accept": ("NEWLINE",)},
     "treespec_name": {"lexer": "contextual", "always_accept": ()},
+    "type_info": {"lexer": "contextual", "always_accept": ()},
+    "structure": {"lexer": "contextual", "always_accept": ()},
 }
 
 _TABLES_DIR = Path(__file__).resolve().parent / "_tables"
@@ -322,10 +324,10 @@ def build_tables(name: str) -> Dict[str, Any]:
 
     by_name = {t.name: t for t in parser.terminals}
     ignore = tuple(sorted(parser.ignore_tokens))
-    if options["lexer"] == "contextual" and ignore:
-        # lark's contextual lexer skips ignored text before reporting a token the state does not take; the
-        # engine does not model that (no contextual grammar here ignores anything)
-        raise ValueError(f"{name}: the engine runs contextual lexers only for grammars without %ignore")
+    # With a contextual lexer, every state's scanner also tries the ignored terminals (as lark's does): ignored text
+    # is skipped before every token, and where a state's scanner matches nothing there is no ignored text, so the
+    # root scanner that is then tried for the error's token (as lark tries its root lexer) finds a real token or
+    # nothing, as lark's does. tests/test_tables.py checks this against lark on the structure grammar.
     extra = set(ignore) | set(always_accept)
     scanners: List[Any] = [_scanner(list(by_name.values()))]
     scanner_of_state = [0] * len(queue)

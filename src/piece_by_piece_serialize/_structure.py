@@ -2,20 +2,24 @@
 
 ``pbp-serialize name encode`` takes the shape of an input as text, builds the same containers with a
 placeholder in every leaf, flattens them with torch's pytree and encodes the TreeSpec. The language is
-defined by ``grammars/structure.lark``; this module is the only one that imports lark for it, and lark
-types never leave it. Nothing is evaluated: the parser's callbacks build tuples, lists, dicts and
-``OrderedDict`` objects directly, and string keys are decoded by hand.
+defined by ``grammars/structure.lark`` and parsed by the engine (:mod:`._lalr`, running the tables lark computes
+from the grammar, contextual lexer; see :mod:`._lalr_build`), without lark. Nothing is evaluated: the parser's
+callbacks build tuples, lists, dicts and ``OrderedDict`` objects directly, and string keys are decoded by hand.
 
 Invariants: any input either yields containers whose leaves are all :data:`LEAF` or raises
-:class:`~piece_by_piece_serialize.errors.TreeSpecNameError` with a position (never a lark exception);
+:class:`~piece_by_piece_serialize.errors.TreeSpecNameError` with a position (never an engine exception);
 nesting is bounded by :data:`MAX_DEPTH`, because torch's ``tree_flatten`` recurses once per level.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any
+import threading
+import types
+from typing import Any, Optional
 
+from ._lalr import Engine, Failure, Token
+from ._lalr_build import load
 from ._sources import _decode_python_string
 from .errors import TreeSpecNameError
 
@@ -26,7 +30,8 @@ LEAF = 0
 # Deeper descriptions are refused up front: tree_flatten needs a few Python frames per level.
 MAX_DEPTH = 100
 
-_parser: Any = None
+_engine: Optional[Engine] = None
+_lock = threading.Lock()
 # How each terminal is named in error messages.
 _TERMINAL_TEXT = {
     "STRING": "a string",
@@ -54,7 +59,7 @@ class _Refused(Exception):
         self.pos = pos
 
 
-def _container(value: Any, children: list[_Built], token: Any) -> _Built:
+def _container(value: Any, children: list[_Built], token: Token) -> _Built:
     depth = 1 + max((c.depth for c in children), default=0)
     if depth > MAX_DEPTH:
         raise _Refused(f"structure nested deeper than {MAX_DEPTH} levels", token.start_pos)
@@ -62,8 +67,6 @@ def _container(value: Any, children: list[_Built], token: Any) -> _Built:
 
 
 def _make_callbacks() -> dict[str, Any]:
-    from lark import Token
-
     def values(children: list[Any]) -> list[_Built]:
         return [c for c in children if isinstance(c, _Built)]
 
@@ -105,16 +108,16 @@ def _make_callbacks() -> dict[str, Any]:
 
     def string_key(children: list[Token]) -> tuple[Any, int]:
         token = children[0]
-        decoded = _decode_python_string(str(token), 1, 1)
+        decoded = _decode_python_string(token.value, 1, 1)
         if decoded is None:  # pragma: no cover - the STRING terminal has no prefixes
             raise _Refused("unsupported string literal", token.start_pos)
         return "".join(decoded[0]), token.start_pos
 
     def int_key(children: list[Token]) -> tuple[Any, int]:
-        return int(children[0]), children[0].start_pos
+        return int(children[0].value), children[0].start_pos
 
     def negative_int_key(children: list[Token]) -> tuple[Any, int]:
-        return -int(children[1]), children[0].start_pos
+        return -int(children[1].value), children[0].start_pos
 
     def true_key(children: list[Token]) -> tuple[Any, int]:
         return True, children[0].start_pos
@@ -146,24 +149,18 @@ def _make_callbacks() -> dict[str, Any]:
     }
 
 
-def _get_parser() -> Any:
-    global _parser
-    if _parser is None:
-        from lark.visitors import Transformer
-
-        from ._grammar import build_parser
-
-        class _ToObjects(Transformer):  # type: ignore[type-arg]
-            pass
-
-        transformer = _ToObjects()
-        for name, fn in _make_callbacks().items():
-            setattr(transformer, name, fn)
-        _parser = build_parser("structure", transformer=transformer, maybe_placeholders=False)
-        for term in _parser.terminals:
-            if term.name not in _TERMINAL_TEXT and term.pattern.type == "str":
-                _TERMINAL_TEXT[term.name] = repr(term.pattern.value)
-    return _parser
+def _get_engine() -> Engine:
+    global _engine
+    engine = _engine
+    if engine is None:
+        with _lock:
+            engine = _engine
+            if engine is None:
+                tables = load("structure")
+                for name, literal in tables["literals"].items():
+                    _TERMINAL_TEXT.setdefault(name, repr(literal))
+                engine = _engine = Engine(tables, types.SimpleNamespace(**_make_callbacks()))
+    return engine
 
 
 def _describe(names: Any) -> str:
@@ -182,31 +179,24 @@ def parse_structure(text: str) -> Any:
     or :data:`LEAF`. Raises :class:`TreeSpecNameError` (with position and expected tokens) on malformed
     input, duplicate dict keys or nesting deeper than :data:`MAX_DEPTH`.
     """
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
-
-    from lark.exceptions import VisitError
-
-    parser = _get_parser()
+    engine = _get_engine()
     try:
-        built = parser.parse(text)
+        built: _Built = engine.parse(text)
     except _Refused as exc:
         raise TreeSpecNameError(exc.msg, text, exc.pos) from None
-    except VisitError as exc:  # lark wraps callback errors in some configurations
-        if isinstance(exc.orig_exc, _Refused):
-            raise TreeSpecNameError(exc.orig_exc.msg, text, exc.orig_exc.pos) from None
-        raise
-    except UnexpectedToken as exc:
-        expected = set(exc.accepts or exc.expected)
+    except Failure as exc:
+        if exc.token is None:  # no terminal of this state's lexer matches here
+            expected = set(exc.expected)
+            raise TreeSpecNameError(
+                f"expected {_describe(expected)}, got {text[exc.pos]!r}", text, exc.pos, tuple(expected)
+            ) from None
+        # what the parser could really take here (an LALR state lists look-aheads that a reduction then refuses)
+        expected = set(engine.accepts(exc.states) or exc.expected)
         if exc.token.type == "$END":
-            raise TreeSpecNameError(f"expected {_describe(expected)}, got end of input", text, len(text), tuple(expected)) from None
+            raise TreeSpecNameError(
+                f"expected {_describe(expected)}, got end of input", text, len(text), tuple(expected)
+            ) from None
         raise TreeSpecNameError(
-            f"expected {_describe(expected)}, got {str(exc.token)!r}", text, exc.token.start_pos, tuple(expected)
+            f"expected {_describe(expected)}, got {exc.token.value!r}", text, exc.token.start_pos, tuple(expected)
         ) from None
-    except UnexpectedCharacters as exc:
-        expected = set(exc.allowed or ())
-        raise TreeSpecNameError(
-            f"expected {_describe(expected)}, got {text[exc.pos_in_stream]!r}", text, exc.pos_in_stream, tuple(expected)
-        ) from None
-    except UnexpectedEOF as exc:  # pragma: no cover - LALR reports end of input as UnexpectedToken
-        raise TreeSpecNameError(f"expected {_describe(exc.expected)}, got end of input", text, len(text)) from None
     return built.value

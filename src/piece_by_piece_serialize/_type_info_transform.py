@@ -1,22 +1,25 @@
-"""Lark tree -> type-info AST: the only module of the type-info language that imports lark.
+"""Type-info text -> AST: the parser of ``grammars/type_info.lark`` and the callbacks that build the AST.
 
-It builds the LALR parser for ``grammars/type_info.lark`` once (strict, so a grammar conflict fails
-loudly) and turns its parse tree into the frozen dataclasses of :mod:`.type_info`. Lark's exceptions
-never escape: a syntax error becomes a :class:`TreeSpecNameError` positioned at the offending
-character with the expected tokens named for people, and the semantic checks the grammar cannot
-express (the count of ``dict__N`` equals its keys, keys are distinct, a legacy ``DynamicCache__N``
+The engine (:mod:`._lalr`, running the tables lark computes from the grammar, contextual lexer; see
+:mod:`._lalr_build`) calls the callbacks of :class:`_ToAst` bottom-up, one per rule, and they build the frozen
+dataclasses of :mod:`.type_info`; lark is not imported. A syntax error becomes a :class:`TreeSpecNameError`
+positioned at the offending character with the expected tokens named for people, and the semantic checks the
+grammar cannot express (the count of ``dict__N`` equals its keys, keys are distinct, a legacy ``DynamicCache__N``
 has an even N, the layer limit) raise the same error at the offending token.
+
+Invariant: a text with a syntax error anywhere reports that syntax error, even when a semantic check of an earlier
+part fails first (the checks run during the parse): the text is then parsed again without them
+(Note [syntax errors first]).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+import threading
+from typing import Any, Callable, Optional, Union
 
 from . import type_info as ti
-from ._grammar import build_parser
+from ._lalr import Engine, Failure, Token
+from ._lalr_build import load
 from .errors import TreeSpecNameError
 
 # How each terminal is named in an error message ("expected a count or 'D', got 'x'").
@@ -63,103 +66,110 @@ def _layers_limit(n: int, pos: int) -> None:
         )
 
 
-@v_args(inline=True)
-class _ToAst(Transformer[Token, ti.TypeInfo]):
-    """Bottom-up: tokens -> ints and strings -> layers -> one TypeInfo node."""
+_Param = tuple[str, Optional[int], int]  # a parameter's letter, its number and the letter's offset
+_Body = tuple[list[_Param], tuple[ti.LayerRun, ...]]  # a layer list: options group, layers
+_Group = tuple[int, ti.LayerInfo, int]  # a layer group: its count, its layer and its offset
 
-    def start(self, node: ti.TypeInfo) -> ti.TypeInfo:
-        return node
 
-    def tensor(self, _tok: Token) -> ti.TypeInfo:
+class _ToAst:
+    """Bottom-up: tokens -> ints and strings -> layers -> one TypeInfo node. Each method takes the rule's
+    children as the engine gives them (named tokens kept) and returns the rule's value."""
+
+    def start(self, c: list[ti.TypeInfo]) -> ti.TypeInfo:
+        return c[0]
+
+    def tensor(self, c: list[Token]) -> ti.TypeInfo:
         return ti.TensorInfo()
 
-    def none(self, _tok: Token) -> ti.TypeInfo:
+    def none(self, c: list[Token]) -> ti.TypeInfo:
         return ti.NoneInfo()
 
-    def scalar(self, tok: Token) -> ti.TypeInfo:
-        return ti.ScalarInfo(str(tok))
+    def scalar(self, c: list[Token]) -> ti.TypeInfo:
+        return ti.ScalarInfo(c[0].value)
 
-    def count(self, tok: Token) -> Token:
-        return tok
+    def count(self, c: list[Token]) -> Token:
+        return c[0]
 
-    def tensor_list(self, _prefix: Token, count: Token) -> ti.TypeInfo:
-        return ti.TensorListInfo(int(count))
+    def tensor_list(self, c: list[Token]) -> ti.TypeInfo:
+        return ti.TensorListInfo(int(c[1].value))
 
-    def key(self, tok: Token) -> Token:
-        return tok
+    def key(self, c: list[Token]) -> Token:
+        return c[0]
 
-    def tensor_dict(self, _prefix: Token, count: Token, _sep: Token, *rest: Token) -> ti.TypeInfo:
-        keys = [tok for tok in rest if tok.type == "KEY"]
-        if int(count) != len(keys):
+    def tensor_dict(self, c: list[Token]) -> ti.TypeInfo:
+        count = c[1]
+        keys = [tok for tok in c[3:] if tok.type == "KEY"]
+        if int(count.value) != len(keys):
             raise _SemanticError(
-                f"dict__{count} announces {count} keys but {len(keys)} follow", count.start_pos or 0
+                f"dict__{count.value} announces {count.value} keys but {len(keys)} follow", count.start_pos
             )
         seen: set[str] = set()
         for tok in keys:
-            if str(tok) in seen:
-                raise _SemanticError(f"duplicate dict key {str(tok)!r}", tok.start_pos or 0)
-            seen.add(str(tok))
-        return ti.TensorDictInfo(tuple(str(tok) for tok in keys))
+            if tok.value in seen:
+                raise _SemanticError(f"duplicate dict key {tok.value!r}", tok.start_pos)
+            seen.add(tok.value)
+        return ti.TensorDictInfo(tuple(tok.value for tok in keys))
 
     # caches ------------------------------------------------------------------------------------
 
-    def param(self, letter: Token, *number: Token) -> tuple[str, int | None, int]:
-        return str(letter), (int(number[0]) if number else None), letter.start_pos or 0
+    def param(self, c: list[Token]) -> _Param:
+        letter = c[0]
+        return letter.value, (int(c[1].value) if len(c) > 1 else None), letter.start_pos
 
-    def options(self, _tok: Token, *params: tuple[str, int | None, int]) -> list[tuple[str, int | None, int]]:
-        return list(params)
+    def options(self, c: list[Any]) -> list[_Param]:
+        return list(c[1:])
 
-    @v_args(inline=False, meta=True)
-    def state(self, meta: Any, items: list[Any]) -> ti.LinearState:
-        params = [item for item in items if not isinstance(item, Token)]
+    def state(self, c: list[Any]) -> ti.LinearState:
+        head: Token = c[0]  # the "s"
+        params: list[_Param] = c[1:]
         try:
             return ti.LinearState._of_params(ti._normalise_params(
                 [(letter, value) for letter, value, _ in params], ti.STATE_PARAMS, "a recurrent state 's'"
             ))
         except ValueError as err:
-            raise _SemanticError(str(err), meta.start_pos) from None
+            raise _SemanticError(str(err), head.start_pos) from None
 
-    @v_args(inline=False, meta=True)
-    def group(self, meta: Any, items: list[Any]) -> tuple[int, ti.LayerInfo, int]:
+    def group(self, c: list[Any]) -> _Group:
         count = 1
         number: int | None = None
         kind: Token | None = None
         params: list[tuple[str, int | None]] = []
         states: list[ti.LinearState] = []
-        for item in items:
+        for item in c:
             if isinstance(item, Token):
                 if item.type == "COUNT":
-                    count = int(item)
+                    count = int(item.value)
                 elif item.type == "LAYER_KIND":
                     kind = item
                 else:  # NUMBER
-                    number = int(item)
+                    number = int(item.value)
             elif isinstance(item, ti.LinearState):
                 states.append(item)
             else:
                 params.append(item[:2])
-        assert kind is not None  # the grammar requires it
-        code = str(kind)
+        if kind is None:  # pragma: no cover - the grammar requires it
+            raise TypeError("a layer group without a layer kind")
+        code = kind.value
         try:
             layer = ti.LayerInfo(code.upper(), code.isupper(), number, tuple(params), tuple(states))
         except ValueError as err:
-            raise _SemanticError(str(err), kind.start_pos or 0) from None
-        return count, layer, meta.start_pos
+            raise _SemanticError(str(err), kind.start_pos) from None
+        first: Token = c[0]  # COUNT or LAYER_KIND: where the group starts
+        return count, layer, first.start_pos
 
-    def no_layers(self, _tok: Token) -> list[Any]:
+    def no_layers(self, c: list[Token]) -> list[_Group]:
         return []
 
-    def layers(self, *items: Any) -> list[Any]:
-        return [item for item in items if not isinstance(item, Token)]  # drop the "_" between groups
+    def layers(self, c: list[Any]) -> list[_Group]:
+        return [item for item in c if not isinstance(item, Token)]  # drop the "_" between groups
 
-    @v_args(inline=False)
-    def layer_list(self, items: list[Any]) -> tuple[list[Any], tuple[ti.LayerRun, ...]]:
-        options: list[Any] = []
-        if len(items) > 1:  # options, "_", layers
-            options = items[0]
+    def layer_list(self, c: list[Any]) -> _Body:
+        options: list[_Param] = []
+        if len(c) > 1:  # options, "_", layers
+            options = c[0]
         total = 0
         runs: list[ti.LayerRun] = []
-        for count, layer, start in items[-1]:
+        for count, layer, start in c[-1]:
             total += count
             _layers_limit(total, start)
             if runs and runs[-1].layer == layer:  # a non-canonical "D_D" is read as "2D"
@@ -168,80 +178,83 @@ class _ToAst(Transformer[Token, ti.TypeInfo]):
                 runs.append(ti.LayerRun(count, layer))
         return options, tuple(runs)
 
-    def cache(self, name: Token, _sep: Token, body: tuple[list[Any], tuple[ti.LayerRun, ...]]) -> ti.TypeInfo:
-        return _cache_info(name, body)
+    def cache(self, c: list[Any]) -> ti.CacheInfo:
+        return _cache_info(c[0], c[2])
 
-    def legacy_cache(self, name: Token, _sep: Token, count: Token) -> ti.TypeInfo:
-        _legacy_name(name, f"{name}__{count}")
-        n = int(count)
+    def legacy_cache(self, c: list[Token]) -> ti.TypeInfo:
+        name, count = c[0], c[2]
+        _legacy_name(name, f"{name.value}__{count.value}")
+        n = int(count.value)
         if n % 2:
             raise _SemanticError(
                 f"DynamicCache__{n}: the legacy form counts tensors, a key and a value per layer, "
                 "so it must be even",
-                count.start_pos or 0,
+                count.start_pos,
             )
-        _layers_limit(n // 2, count.start_pos or 0)
+        _layers_limit(n // 2, count.start_pos)
         return ti.CacheInfo("DynamicCache", (ti.LayerRun(n // 2, ti.LayerInfo()),) if n else ())
 
-    def legacy_blocked_cache(self, name: Token, _sep: Token, keys: Token, _sep2: Token, values: Token) -> ti.TypeInfo:
-        _legacy_name(name, f"{name}__{keys}_{values}")
+    def legacy_blocked_cache(self, c: list[Token]) -> ti.TypeInfo:
+        name, keys, values = c[0], c[2], c[4]
+        _legacy_name(name, f"{name.value}__{keys.value}_{values.value}")
         raise _SemanticError(
-            f"DynamicCache__{keys}_{values} is the older spelling with all keys first, then all values; "
-            "it is not read, write the cache's type-info again with type_as_str_with_info",
+            f"DynamicCache__{keys.value}_{values.value} is the older spelling with all keys first, then all "
+            "values; it is not read, write the cache's type-info again with type_as_str_with_info",
             0,
         )
 
-    def pair_of_layers(self, name: Token, _sep: Token, first: Any, _sep2: Token, second: Any) -> ti.TypeInfo:
-        return _pair(_cache_info(name, first, "DynamicCache"), _cache_info(name, second, "DynamicCache"), name)
+    def pair_of_layers(self, c: list[Any]) -> ti.EncoderDecoderCacheInfo:
+        name = c[0]
+        return ti.EncoderDecoderCacheInfo(
+            _cache_info(name, c[2], "DynamicCache"), _cache_info(name, c[4], "DynamicCache")
+        )
 
-    def pair_of_caches(self, name: Token, _sep: Token, first: ti.CacheInfo, _sep2: Token, second: ti.CacheInfo) -> ti.TypeInfo:
-        return _pair(first, second, name)
+    def pair_of_caches(self, c: list[Any]) -> ti.EncoderDecoderCacheInfo:
+        return ti.EncoderDecoderCacheInfo(c[2], c[4])
 
-    def cache_leaf(self, index: Token, _sep: Token, cache: ti.TypeInfo) -> tuple[Token, ti.TypeInfo]:
-        return index, cache
+    def cache_leaf(self, c: list[Any]) -> tuple[Token, ti.AnyCacheInfo]:
+        return c[0], c[2]
 
-    def with_caches(self, _name: Token, *items: Any) -> ti.TypeInfo:
-        *leaves, tok = items
+    def with_caches(self, c: list[Any]) -> ti.TypeInfo:
+        tok: Token = c[-1]
         tree = _treespec_info(tok)
         caches: list[ti.CacheLeaf] = []
-        for item in leaves:
+        for item in c[1:-1]:
             if isinstance(item, Token):  # the "__" between cache leaves
                 continue
             index_tok, cache = item
-            index = int(index_tok)
+            index = int(index_tok.value)
             if caches and index <= caches[-1].index:
                 raise _SemanticError(
                     f"cache leaf {index} after leaf {caches[-1].index}: leaf indices must increase",
-                    index_tok.start_pos or 0,
+                    index_tok.start_pos,
                 )
             if index >= tree.n_leaves:
                 raise _SemanticError(
                     f"cache leaf {index} is out of range: the TreeSpec name has {tree.n_leaves} leaves",
-                    index_tok.start_pos or 0,
+                    index_tok.start_pos,
                 )
             caches.append(ti.CacheLeaf(index, cache))
         return ti.TreeWithCachesInfo(tuple(caches), tree)
 
-    def treespec(self, tok: Token) -> ti.TypeInfo:
-        return _treespec_info(tok)
+    def treespec(self, c: list[Token]) -> ti.TypeInfo:
+        return _treespec_info(c[0])
 
 
-def _cache_info(name: Token, body: tuple[list[Any], tuple[ti.LayerRun, ...]], as_name: str | None = None) -> ti.CacheInfo:
+def _cache_info(name: Token, body: _Body, as_name: str | None = None) -> ti.CacheInfo:
     options, runs = body
     try:
-        return ti.CacheInfo(as_name or str(name), runs, tuple((letter, value) for letter, value, _ in options))
+        return ti.CacheInfo(as_name or name.value, runs, tuple((letter, value) for letter, value, _ in options))
     except ValueError as err:
-        pos = options[0][2] if options and "options" in str(err) else (name.start_pos or 0)
+        pos = options[0][2] if options and "options" in str(err) else name.start_pos
         raise _SemanticError(str(err), pos) from None
 
 
 def _legacy_name(name: Token, text: str) -> None:
-    if str(name) != "DynamicCache":
-        raise _SemanticError(f"{text}: only DynamicCache has this legacy spelling; write {name}_<layers>", name.start_pos or 0)
-
-
-def _pair(first: ti.CacheInfo, second: ti.CacheInfo, name: Token) -> ti.EncoderDecoderCacheInfo:
-    return ti.EncoderDecoderCacheInfo(first, second)
+    if name.value != "DynamicCache":
+        raise _SemanticError(
+            f"{text}: only DynamicCache has this legacy spelling; write {name.value}_<layers>", name.start_pos
+        )
 
 
 def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
@@ -249,29 +262,55 @@ def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
     from .treespec_name import tree_spec_from_name
 
     try:
-        n_leaves, spec = tree_spec_from_name(str(tok))
+        n_leaves, spec = tree_spec_from_name(tok.value)
     except TreeSpecNameError as err:
         if tok.start_pos:  # inside WithCaches: report the position in the whole type-info string
             raise _SemanticError(err.msg, tok.start_pos + err.pos) from None
         raise
-    return ti.TreeSpecInfo(str(tok), n_leaves, spec)
+    return ti.TreeSpecInfo(tok.value, n_leaves, spec)
+
+
+class _Shapes:
+    """Callbacks that build only the shape of the parse: ``(rule, children)`` for every rule. They check nothing,
+    so they tell a syntax error from a semantic one, and :func:`is_cache_name` reads the tree they build."""
+
+    def __getattr__(self, rule: str) -> Callable[[list[Any]], tuple[str, list[Any]]]:
+        if rule.startswith("__"):
+            raise AttributeError(rule)
+        return lambda children: (rule, children)
+
+
+_lock = threading.Lock()
+_engines: dict[str, Engine] = {}
+
+
+def _engine(kind: str = "ast") -> Engine:
+    """The engine building the AST (``"ast"``) or only the shape of the parse (``"shapes"``), built once."""
+    engine = _engines.get(kind)
+    if engine is None:
+        with _lock:
+            engine = _engines.get(kind)
+            if engine is None:
+                engine = Engine(load("type_info"), _ToAst() if kind == "ast" else _Shapes())
+                _engines[kind] = engine
+    return engine
+
+
+def _parser() -> Any:
+    """Lark's parser of the grammar, for reference tests only (``tests/perf``); the library runs :func:`_engine`."""
+    global _PARSER
+    if _PARSER is None:
+        from ._grammar import build_parser
+
+        _PARSER = build_parser("type_info", parser="lalr", maybe_placeholders=False, propagate_positions=True)
+    return _PARSER
 
 
 _PARSER: Any = None
 
 
-def _parser() -> Any:
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = build_parser(
-            "type_info", parser="lalr", maybe_placeholders=False, propagate_positions=True
-        )
-    return _PARSER
-
-
 def _expected(names: Any) -> list[str]:
-    shown = sorted({_DISPLAY.get(name, name) for name in names})
-    return shown
+    return sorted({_DISPLAY.get(name, name) for name in names})
 
 
 def _join(shown: list[str]) -> str:
@@ -280,40 +319,52 @@ def _join(shown: list[str]) -> str:
     return ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
-def _syntax_error(text: str, err: UnexpectedInput) -> TreeSpecNameError:
-    if isinstance(err, UnexpectedToken):
-        expected = _expected(err.accepts or err.expected)
-        pos = len(text) if err.token.type == "$END" else (err.token.start_pos or 0)
-        got = "end of input" if err.token.type == "$END" else repr(str(err.token))
-    elif isinstance(err, UnexpectedCharacters):
-        expected = _expected(err.allowed or ())
-        pos = err.pos_in_stream or 0
-        got = repr(text[pos])
-    elif isinstance(err, UnexpectedEOF):
+def _syntax_error(text: str, err: Failure, engine: Engine) -> TreeSpecNameError:
+    if err.token is not None:
+        # What the parser could really take here (an LALR state merged from several contexts lists look-aheads
+        # that only one of them accepts), as lark's UnexpectedToken.accepts; its expected set when nothing is.
+        expected = _expected(engine.accepts(err.states) or err.expected)
+        if err.token.type == "$END":
+            pos, got = len(text), "end of input"
+        else:
+            pos, got = err.token.start_pos, repr(err.token.value)
+    else:  # no terminal of this state's lexer matches here
         expected = _expected(err.expected)
-        pos = len(text)
-        got = "end of input"
-    else:  # pragma: no cover - lark has no other subclass
-        expected, pos, got = [], 0, "unexpected input"
+        pos = err.pos
+        got = repr(text[pos])
     if not text:
         return TreeSpecNameError("empty type-info string", text, 0, tuple(expected))
     return TreeSpecNameError(f"expected {_join(expected)}, got {got}", text, pos, tuple(expected))
 
 
+# Note [syntax errors first]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The callbacks of _ToAst check what the grammar cannot say (counts, duplicate keys, layer kinds, the TreeSpec name
+# inside) as their rule is reduced, so a failed check stops the parse before the rest of the text is read. The
+# language reports a syntax error anywhere in the text before any such check (the order the lark parser gave, which
+# parsed the whole text before building the AST), so when a check fails the text is parsed again with _Shapes,
+# which checks nothing: its syntax error, if any, is the error; else the check's. Among checks the first to fail
+# is reported, in the order the rules are reduced: left to right, children before their parent.
+
+
 def parse(text: str) -> ti.TypeInfo:
     """Parse ``text`` into a TypeInfo node; raise TreeSpecNameError on any malformed input."""
+    engine = _engine()
     try:
-        tree = _parser().parse(text)
-        return _ToAst().transform(tree)
-    except UnexpectedInput as err:
-        raise _syntax_error(text, err) from None
-    except VisitError as err:
-        inner = err.orig_exc
-        if isinstance(inner, _SemanticError):
-            raise TreeSpecNameError(inner.msg, text, inner.pos) from None
-        if isinstance(inner, TreeSpecNameError):
-            raise inner from None
-        raise
+        result: ti.TypeInfo = engine.parse(text)
+        return result
+    except Failure as err:
+        raise _syntax_error(text, err, engine) from None
+    except (_SemanticError, TreeSpecNameError) as err:
+        semantic: Union[_SemanticError, TreeSpecNameError] = err
+    shapes = _engine("shapes")
+    try:
+        shapes.parse(text)
+    except Failure as err:
+        raise _syntax_error(text, err, shapes) from None
+    if isinstance(semantic, _SemanticError):
+        raise TreeSpecNameError(semantic.msg, text, semantic.pos) from None
+    raise semantic from None
 
 
 def is_cache_name(name: str) -> bool:
@@ -323,9 +374,9 @@ def is_cache_name(name: str) -> bool:
     parser reads back whole (not cut by a longer literal such as ``EncoderDecoderCache``).
     """
     try:
-        tree = _parser().parse(f"{name}_0")
-    except UnexpectedInput:
+        _, (node,) = _engine("shapes").parse(f"{name}_0")
+    except Failure:
         return False
-    node = tree.children[0]
-    first = node.children[0] if node.children else None
-    return getattr(node, "data", None) == "cache" and isinstance(first, Token) and first.type == "CACHE_NAME" and str(first) == name
+    rule, children = node
+    first = children[0] if children else None
+    return rule == "cache" and isinstance(first, Token) and first.type == "CACHE_NAME" and first.value == name
