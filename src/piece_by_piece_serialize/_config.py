@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -123,15 +124,16 @@ class Config:
 
 
 def _toml_loads(text: str) -> dict[str, Any]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
+    else:  # Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ImportError:
             raise ConfigError("reading [tool.pbp-serialize] needs Python 3.11 or the 'tomli' package") from None
     try:
-        return tomllib.loads(text)
+        table: dict[str, Any] = tomllib.loads(text)
+        return table
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML ({exc})") from None
 
