@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Tuple, Union
 
 __all__ = [
     "MAX_TYPE_DEPTH",
@@ -82,7 +81,7 @@ __all__ = [
 # bound keeps every operation far below Python's recursion limit. Real schemas nest 4 deep at most.
 MAX_TYPE_DEPTH = 100
 
-Span = Tuple[int, int]
+Span = tuple[int, int]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -99,8 +98,8 @@ class AliasInfo:
     compares the sets, not their order, as torch does.
     """
 
-    before: Tuple[str, ...]
-    after: Tuple[str, ...]
+    before: tuple[str, ...]
+    after: tuple[str, ...]
     is_write: bool = False
 
     @property
@@ -108,13 +107,13 @@ class AliasInfo:
         """True for the ``!`` shorthand (a fresh, written-to set with an empty after set)."""
         return self.is_write and not self.after and len(self.before) == 1 and self.before[0][:1] == "$"
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[frozenset[str], frozenset[str], bool]:
         return (frozenset(self.before), frozenset(self.after), self.is_write)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not AliasInfo:
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
@@ -128,7 +127,7 @@ class AliasInfo:
         return text + ")"
 
 
-def _alias_text(alias: Optional[AliasInfo]) -> str:
+def _alias_text(alias: AliasInfo | None) -> str:
     return "" if alias is None else str(alias)
 
 
@@ -136,7 +135,7 @@ def _alias_text(alias: Optional[AliasInfo]) -> str:
 # Types
 
 
-def _depth_of(*children: "Type") -> int:
+def _depth_of(*children: Type) -> int:
     return 1 + max((c._depth for c in children), default=0)
 
 
@@ -154,10 +153,10 @@ class Type:
         object.__setattr__(self, "_depth", depth)
 
     @property
-    def alias(self) -> Optional[AliasInfo]:
+    def alias(self) -> AliasInfo | None:
         return None
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         """This type with every alias annotation on its outer chain (lists, optionals, the base) removed."""
         return self
 
@@ -168,12 +167,12 @@ class BaseType(Type):
     ``ConstQuantizerPtr``), ``SymInt``, ``float``, ``Scalar``, ``NoneType`` (also written ``None``), ..."""
 
     name: str
-    alias: Optional[AliasInfo] = None  # type: ignore[assignment]
+    alias: AliasInfo | None = None
 
     def __str__(self) -> str:
         return self.name + _alias_text(self.alias)
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         return self if self.alias is None else BaseType(self.name)
 
 
@@ -182,13 +181,13 @@ class TypeVar(Type):
     """A type variable (a lower-case unknown identifier, possibly dotted: ``t``, ``foo.Bar``)."""
 
     name: str
-    alias: Optional[AliasInfo] = None  # type: ignore[assignment]
+    alias: AliasInfo | None = None
     span: Span = field(default=(0, 0), compare=False, repr=False)
 
     def __str__(self) -> str:
         return self.name + _alias_text(self.alias)
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         return self if self.alias is None else TypeVar(self.name, span=self.span)
 
 
@@ -214,7 +213,7 @@ class OptionalType(Type):
 
     elem: Type
     # Types written inside a Union that normalisation absorbed (Note [Absorbed union members]).
-    absorbed: Tuple[Type, ...] = field(default=(), compare=False, repr=False)
+    absorbed: tuple[Type, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._set_depth(self.elem._depth + 1)
@@ -223,11 +222,11 @@ class OptionalType(Type):
         return f"{self.elem}?"
 
     @property
-    def alias(self) -> Optional[AliasInfo]:
+    def alias(self) -> AliasInfo | None:
         # The annotation of T(a)? belongs to the optional as a whole (torch prints it before the "?").
         return self.elem.alias
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         elem = self.elem.without_aliases()
         return self if elem is self.elem else OptionalType(elem, self.absorbed)
 
@@ -238,9 +237,9 @@ class ListType(Type):
     annotation written after the brackets. ``size_text`` keeps the source text of N (``2.5`` reads as 2)."""
 
     elem: Type
-    size: Optional[int] = None
-    alias: Optional[AliasInfo] = None  # type: ignore[assignment]
-    size_text: Optional[str] = field(default=None, compare=False, repr=False)
+    size: int | None = None
+    alias: AliasInfo | None = None
+    size_text: str | None = field(default=None, compare=False, repr=False)
     size_span: Span = field(default=(0, 0), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -250,7 +249,7 @@ class ListType(Type):
         size = "" if self.size is None else str(self.size)
         return f"{self.elem}[{size}]{_alias_text(self.alias)}"
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         elem = self.elem.without_aliases()
         if elem is self.elem and self.alias is None:
             return self
@@ -261,7 +260,7 @@ class ListType(Type):
 class TupleType(Type):
     """``(A, B)``; ``()`` is the empty tuple. Members never carry annotations (torch drops them)."""
 
-    elems: Tuple[Type, ...]
+    elems: tuple[Type, ...]
 
     def __post_init__(self) -> None:
         self._set_depth(_depth_of(*self.elems))
@@ -276,7 +275,7 @@ class DictType(Type):
 
     key: Type
     value: Type
-    alias: Optional[AliasInfo] = None  # type: ignore[assignment]
+    alias: AliasInfo | None = None
 
     def __post_init__(self) -> None:
         self._set_depth(_depth_of(self.key, self.value))
@@ -284,7 +283,7 @@ class DictType(Type):
     def __str__(self) -> str:
         return f"Dict({self.key}, {self.value}){_alias_text(self.alias)}"
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         return self if self.alias is None else DictType(self.key, self.value)
 
 
@@ -295,10 +294,10 @@ class UnionType(Type):
     is a subtype of another disappears, Futures and equal-length tuples merge), ``int``, ``float`` and
     ``complex`` together shown as ``Scalar``, members sorted by kind."""
 
-    members: Tuple[Type, ...]
-    alias: Optional[AliasInfo] = None  # type: ignore[assignment]
+    members: tuple[Type, ...]
+    alias: AliasInfo | None = None
     # Types written inside the Union that normalisation absorbed (Note [Absorbed union members]).
-    absorbed: Tuple[Type, ...] = field(default=(), compare=False, repr=False)
+    absorbed: tuple[Type, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._set_depth(_depth_of(*self.members))
@@ -306,7 +305,7 @@ class UnionType(Type):
     def __str__(self) -> str:
         return "Union(" + ", ".join(map(str, self.members)) + ")" + _alias_text(self.alias)
 
-    def without_aliases(self) -> "Type":
+    def without_aliases(self) -> Type:
         return self if self.alias is None else UnionType(self.members, None, self.absorbed)
 
 
@@ -363,7 +362,7 @@ def format_float(value: float) -> str:
         return float.hex(value)
     if math.isfinite(value) and -(2.0**63) <= value < 2.0**63 and value == int(value):
         return f"{int(value)}."
-    return "%.17g" % value
+    return f"{value:.17g}"
 
 
 _NAMED_ESCAPES = {
@@ -395,13 +394,13 @@ def quote_string(value: str) -> str:
         elif 0x20 <= code < 0x7F:
             out.append(ch)
         elif code < 0x80:
-            out.append("\\%03o" % code)
+            out.append(f"\\{code:03o}")
         elif 0xDC80 <= code <= 0xDCFF:  # a raw byte carried by the surrogateescape error handler
-            out.append("\\%03o" % (code - 0xDC00))
+            out.append(f"\\{code - 0xDC00:03o}")
         elif ch.isprintable():
             out.append(ch)
         else:
-            out.extend("\\%03o" % b for b in ch.encode("utf-8", "surrogateescape"))
+            out.extend(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogateescape"))
     out.append('"')
     return "".join(out)
 
@@ -435,7 +434,7 @@ class NoneValue(DefaultValue):
 class BoolValue(DefaultValue):
     """``True`` / ``False``."""
 
-    value: bool  # type: ignore[misc]
+    value: bool
 
     def __str__(self) -> str:
         return "True" if self.value else "False"
@@ -445,7 +444,7 @@ class BoolValue(DefaultValue):
 class IntValue(DefaultValue):
     """A 64-bit integer. Enum-like identifiers (``Mean``, ``strided``, dtype names) are stored as their codes."""
 
-    value: int  # type: ignore[misc]
+    value: int
 
     def __post_init__(self) -> None:
         if not -(2**63) <= self.value < 2**63:
@@ -459,7 +458,7 @@ class IntValue(DefaultValue):
 class FloatValue(DefaultValue):
     """A double."""
 
-    value: float  # type: ignore[misc]
+    value: float
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.value):  # the language has no literal for inf or nan
@@ -491,7 +490,7 @@ class ComplexValue(DefaultValue):
 class StrValue(DefaultValue):
     """A string (octal escapes that form invalid UTF-8 are kept as surrogate-escaped bytes)."""
 
-    value: str  # type: ignore[misc]
+    value: str
 
     def __str__(self) -> str:
         return quote_string(self.value)
@@ -502,7 +501,7 @@ class DeviceValue(DefaultValue):
     """The default of a ``Device`` argument: a device type and an optional index (``"cuda:0"``)."""
 
     device_type: str
-    index: Optional[int] = None
+    index: int | None = None
 
     @property
     def value(self) -> str:
@@ -512,17 +511,17 @@ class DeviceValue(DefaultValue):
         return quote_string(self.value)
 
 
-ScalarValue = Union[NoneValue, BoolValue, IntValue, FloatValue, ComplexValue, StrValue, DeviceValue]
+ScalarValue = NoneValue | BoolValue | IntValue | FloatValue | ComplexValue | StrValue | DeviceValue
 
 
 @dataclass(frozen=True, slots=True)
 class ListValue(DefaultValue):
     """A list default ``[a, b]`` (of ints, doubles, bools or complex numbers, never mixed)."""
 
-    items: Tuple[DefaultValue, ...]
+    items: tuple[DefaultValue, ...]
 
     @property
-    def value(self) -> tuple:
+    def value(self) -> tuple[object, ...]:
         return tuple(item.value for item in self.items)
 
     def __str__(self) -> str:
@@ -581,12 +580,12 @@ class Argument:
 
     name: str
     type: Type
-    default: Optional[DefaultValue] = None
+    default: DefaultValue | None = None
     kwarg_only: bool = False
     span: Span = field(default=(0, 0), compare=False, repr=False)
 
     @property
-    def alias_info(self) -> Optional[AliasInfo]:
+    def alias_info(self) -> AliasInfo | None:
         """The annotation of the argument's outer type (``Tensor(a!)``, ``Tensor[](a)``, ``Tensor(a)?``)."""
         return self.type.alias
 
@@ -599,9 +598,7 @@ class Argument:
             alias = t.alias
             if alias is not None and alias.is_write:
                 return True
-            if isinstance(t, OptionalType):
-                t = t.elem
-            elif isinstance(t, ListType):
+            if isinstance(t, (OptionalType, ListType)):
                 t = t.elem
             else:
                 return False
@@ -631,11 +628,11 @@ class Return:
     """One return: a type and an optional field name."""
 
     type: Type
-    name: Optional[str] = None
+    name: str | None = None
     span: Span = field(default=(0, 0), compare=False, repr=False)
 
     @property
-    def alias_info(self) -> Optional[AliasInfo]:
+    def alias_info(self) -> AliasInfo | None:
         return self.type.alias
 
     def __str__(self) -> str:
@@ -647,13 +644,13 @@ class FunctionSchema:
     """A whole schema: ``name(arguments) -> returns``. ``is_vararg``/``is_varret`` mark a trailing ``...``."""
 
     name: OperatorName
-    arguments: Tuple[Argument, ...]
-    returns: Tuple[Return, ...]
+    arguments: tuple[Argument, ...]
+    returns: tuple[Return, ...]
     is_vararg: bool = False
     is_varret: bool = False
 
     @property
-    def argument_names(self) -> Tuple[str, ...]:
+    def argument_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.arguments)
 
     def __str__(self) -> str:

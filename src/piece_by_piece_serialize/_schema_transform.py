@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from decimal import Decimal
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
@@ -135,16 +136,22 @@ _DTYPES = {
 
 # c10::Device accepts these type names (privateuseone may be renamed at run time; not modelled).
 _DEVICE_TYPES = frozenset(
-    "cpu cuda ipu xpu mkldnn opengl opencl ideep hip ve fpga maia xla lazy vulkan mps meta hpu mtia privateuseone".split()
+    [
+        "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+        "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone"
+    ]
 )
 
 # Order of members in a normalised Union: torch sorts them by c10::TypeKind, then (for equal kinds) by text.
 _KIND_ORDER = {
     name: i
     for i, name in enumerate(
-        "Any AnyEnumType Tensor Storage Tuple List Dict Scalar float complex Future Await RRef int NoneType str "
-        "Generator Quantizer bool Optional TypeVar Device Stream Class Capsule QScheme ScalarType Layout "
-        "MemoryFormat AnyClassType SymInt SymBool Union".split()
+        [
+            "Any", "AnyEnumType", "Tensor", "Storage", "Tuple", "List", "Dict", "Scalar", "float", "complex",
+            "Future", "Await", "RRef", "int", "NoneType", "str", "Generator", "Quantizer", "bool", "Optional",
+            "TypeVar", "Device", "Stream", "Class", "Capsule", "QScheme", "ScalarType", "Layout", "MemoryFormat",
+            "AnyClassType", "SymInt", "SymBool", "Union"
+        ]
     )
 }
 
@@ -265,7 +272,7 @@ def _exact(prefix: str, value: float, hexadecimal: bool) -> bool:
     return written == abs(Fraction(value))
 
 
-def _number_value(minus: Optional[Token], number: Token, kind: str) -> DefaultValue:
+def _number_value(minus: Token | None, number: Token, kind: str) -> DefaultValue:
     """parseSingleConstant's number branch: the kind and the characters of the literal pick the value type."""
     text = ("-" if minus is not None else "") + number.value
     start = minus.start_pos if minus is not None else number.start_pos
@@ -357,10 +364,10 @@ def _device_value(token: Token) -> DeviceValue:
 # Defaults by type (parseDefaultValue)
 
 # Raw default forms handed from the grammar rules to `argument`: (form, payload, start, end)
-_Raw = Tuple[str, Any, int, int]
+_Raw = tuple[str, Any, int, int]
 
 
-def _scalar_kind(t: Type) -> Optional[str]:
+def _scalar_kind(t: Type) -> str | None:
     if isinstance(t, BaseType):
         return _SCALAR_KINDS.get(t.name)
     return None
@@ -459,11 +466,12 @@ def _list_default(t: ListType, raw: _Raw) -> ListValue:
 
 
 def _raw_text(raw: _Raw) -> str:
-    form, payload, start, end = raw
+    form, payload, _, _ = raw
     if form == "list":
         return "[" + ", ".join(_raw_text(item) for item in payload) + "]"
     if form == "number":
-        return ("-" if payload[0] is not None else "") + payload[1].value
+        digits: str = payload[1].value  # payload: (the MINUS token or None, the NUMBER token)
+        return ("-" if payload[0] is not None else "") + digits
     return payload.value if isinstance(payload, Token) else str(payload)
 
 
@@ -583,7 +591,7 @@ def _subtype(a: Type, b: Type) -> bool:
         return (
             isinstance(b, TupleType)
             and len(a.elems) == len(b.elems)
-            and all(_subtype(x, y) for x, y in zip(a.elems, b.elems))
+            and all(_subtype(x, y) for x, y in zip(a.elems, b.elems, strict=True))
         )
     if isinstance(a, (FutureType, AwaitType)):
         return isinstance(b, a.__class__) and _subtype(a.elem, b.elem)
@@ -592,7 +600,7 @@ def _subtype(a: Type, b: Type) -> bool:
     return False
 
 
-def _unify(a: Type, b: Type, pos: int) -> Optional[Type]:
+def _unify(a: Type, b: Type, pos: int) -> Type | None:
     """torch's ``unifyTypes(a, b)`` (default_to_union=False): their common supertype, or None."""
     if _subtype(a, b):
         return b
@@ -612,7 +620,7 @@ def _unify(a: Type, b: Type, pos: int) -> Optional[Type]:
         if len(a.elems) != len(b.elems):
             return None
         elems = []
-        for x, y in zip(a.elems, b.elems):
+        for x, y in zip(a.elems, b.elems, strict=True):
             u = _unify(x, y, pos)
             if u is None:
                 return None
@@ -634,7 +642,7 @@ def _mergeable(a: Type, b: Type) -> bool:
     return ka is kb and ka in (TupleType, FutureType, AwaitType, TypeVar)
 
 
-def _merge_pairwise(types: List[Type], pos: int) -> List[Type]:
+def _merge_pairwise(types: list[Type], pos: int) -> list[Type]:
     """torch's filterDuplicateSubtypes as torch runs it: right to left, each member is unified with the members
     before it, nearest first; the first that unifies takes the result and the member leaves the list."""
     end = len(types) - 1
@@ -681,21 +689,23 @@ def _merges(ti: Type, tj: Type) -> bool:
 _INDEXED_DEPTH = MAX_TYPE_DEPTH // 2
 _WILD = frozenset({"Any", "AnyClassType", "Scalar", "NoneType"})
 _NO_KEY = object()  # the key of a wild type
+# the group of a member (_group): "Any", "Class", the class of a tuple, Future, Await or type variable, or None
+_Group = str | type[Type] | None
 
 
-def _shape_key(t: Type) -> Any:
+def _shape_key(t: Type) -> Hashable:
     """The shape key of a member (Note [Indexed member merging]), or _NO_KEY if it holds a wildcard."""
     cls = t.__class__
     if cls is BaseType:
-        return _NO_KEY if t.name in _WILD else t  # type: ignore[attr-defined]
+        return _NO_KEY if t.name in _WILD else t  # type: ignore[attr-defined]  # cls is BaseType (mypy narrows by isinstance only)
     if cls is OptionalType:
-        return _shape_key(t.elem)  # type: ignore[attr-defined]
+        return _shape_key(t.elem)  # type: ignore[attr-defined]  # cls is OptionalType
     if cls is FutureType:
-        elem = _shape_key(t.elem)  # type: ignore[attr-defined]
+        elem = _shape_key(t.elem)  # type: ignore[attr-defined]  # cls is FutureType
         return _NO_KEY if elem is _NO_KEY else ("Future", elem)
     if cls is TupleType:
-        elems = []
-        for e in t.elems:  # type: ignore[attr-defined]
+        elems: list[Hashable] = []
+        for e in t.elems:  # type: ignore[attr-defined]  # cls is TupleType
             k = _shape_key(e)
             if k is _NO_KEY:
                 return _NO_KEY
@@ -708,7 +718,7 @@ def _shape_key(t: Type) -> Any:
     return t  # ClassType, ListType, DictType, RRefType: unify only when equal
 
 
-def _group(t: Type) -> Any:
+def _group(t: Type) -> _Group:
     """Members that _mergeable lets meet: Any meets every group; else classes with AnyClassType, and each of
     tuples, Futures, Awaits and type variables with its own kind. None (and anything else) is in no group."""
     if t == _ANY:
@@ -727,7 +737,7 @@ class _Positions:
     __slots__ = ("items",)
 
     def __init__(self) -> None:
-        self.items: List[int] = []
+        self.items: list[int] = []
 
     def add(self, j: int) -> None:
         items = self.items
@@ -748,15 +758,15 @@ class _Positions:
         return reversed(items)
 
 
-def _merge_indexed(types: List[Type], pos: int) -> List[Type]:
+def _merge_indexed(types: list[Type], pos: int) -> list[Type]:
     """The result of _merge_pairwise, found through indexes (Note [Indexed member merging])."""
     n = len(types)
-    by_key: dict = {}
-    wild: dict = {}  # group -> positions of wild members
-    by_group: dict = {}  # group -> positions of all members
+    by_key: dict[Hashable, _Positions] = {}
+    wild: dict[_Group, _Positions] = {}  # group -> positions of wild members
+    by_group: dict[_Group, _Positions] = {}  # group -> positions of all members
     anys = _Positions()
     every = _Positions()
-    where: List[Any] = [None] * n  # position -> (key, group) as indexed
+    where: list[Any] = [None] * n  # position -> (key, group) as indexed
 
     def index(j: int, t: Type) -> None:
         key, group = _shape_key(t), _group(t)
@@ -822,11 +832,11 @@ def _merge_indexed(types: List[Type], pos: int) -> List[Type]:
     return types[: end + 1]
 
 
-def _flatten(members: List[Type]) -> dict:
+def _flatten(members: list[Type]) -> dict[Type, None]:
     """Step 1 of Note [Union normalisation]: the flattened members, in order, as the keys of a dict (duplicates
     dropped at once: torch unifies equal members anyway, and it keeps the work linear for long unions of the same
     types)."""
-    seen: dict = {}
+    seen: dict[Type, None] = {}
     stack = list(reversed(members))
     while stack:
         m = stack.pop()
@@ -844,14 +854,14 @@ def _flatten(members: List[Type]) -> dict:
     return seen
 
 
-def _filter_duplicates(types: List[Type], pos: int) -> List[Type]:
+def _filter_duplicates(types: list[Type], pos: int) -> list[Type]:
     """Step 2 of Note [Union normalisation], torch's filterDuplicateSubtypes: the surviving members."""
     if all(t._depth <= _INDEXED_DEPTH for t in types):
         return _merge_indexed(types, pos)
     return _merge_pairwise(types, pos)
 
 
-def _union(members: List[Type], pos: int) -> Type:
+def _union(members: list[Type], pos: int) -> Type:
     # 1. flatten
     seen = _flatten(members)
     # 2. filterDuplicateSubtypes, in torch's order
@@ -893,7 +903,7 @@ def _any_fresh(items: Sequence[Any]) -> bool:
     return False
 
 
-def _renumber(t: Type, counter: List[int]) -> Type:
+def _renumber(t: Type, counter: list[int]) -> Type:
     """Give each '!' shorthand on the outer chain of ``t`` its own set ``$0``, ``$1``, ... (inner first, as
     written)."""
     if isinstance(t, OptionalType):
@@ -933,33 +943,44 @@ _NONE = BaseType("NoneType")  # placeholder for "!", numbered per schema by _ren
 # arguments and returns get their source spans without lark's position propagation.
 
 
-def _alias_end(c: Sequence[Any], index: int, default_end: int) -> Tuple[Optional[AliasInfo], int]:
+def _alias_end(c: Sequence[Any], index: int, default_end: int) -> tuple[AliasInfo | None, int]:
     if len(c) > index and isinstance(c[index], tuple):
         return c[index][0], c[index][1]
     return None, default_end
 
 
+# What the callbacks pass between them (the grammar fixes which one each child is): a type with its source span,
+# a parameter list, a return list, a parsed argument.
+_Spanned = tuple[Type, int, int]
+_Params = tuple[tuple[Argument, ...], bool]  # (arguments, has '...')
+_Returns = tuple[tuple[Return, ...], bool]  # (returns, has '...')
+_Arg = tuple[str, Type, Token, DefaultValue | None, int, int]  # ("arg", type, name token, default, start, end)
+# A rule's children: tokens and the values of its sub-rules, of the kinds the grammar puts there.
+_Kids = list[Any]
+
+
 class _ToAst:
     # --- schema ---------------------------------------------------------------------------------------------
-    def start(self, c):
-        return c[0]
+    def start(self, c: _Kids) -> ParseResult:
+        result: ParseResult = c[0]
+        return result
 
-    def bare_name(self, c):
+    def bare_name(self, c: _Kids) -> ParseResult:
         return ParseResult("name", c[0][0], c[0][1])
 
-    def named_schema(self, c):
+    def named_schema(self, c: _Kids) -> ParseResult:
         (name, name_pos), (returns, varret) = c[0], c[-1]
         return ParseResult("schema", _schema(name, _params_of(c[2]), returns, varret), name_pos)
 
-    def nameless_schema(self, c):
+    def nameless_schema(self, c: _Kids) -> ParseResult:
         returns, varret = c[-1]
         return ParseResult("nameless", _schema(OperatorName("", ""), _params_of(c[1]), returns, varret), 0)
 
-    def wrapped_schema(self, c):
+    def wrapped_schema(self, c: _Kids) -> ParseResult:
         returns, varret = c[-2]
         return ParseResult("wrapped", _schema(OperatorName("", ""), _params_of(c[2]), returns, varret), 0)
 
-    def operator_name(self, c):
+    def operator_name(self, c: _Kids) -> tuple[OperatorName, int]:
         # name | name . overload | ns : : name | ns : : name . overload  (tokens, as the grammar gives them)
         has_ns = len(c) >= 4
         namespace = c[0].value if has_ns else ""
@@ -974,12 +995,13 @@ class _ToAst:
                 raise _Fail(f"an overload name cannot start with '__' (got '{overload}')", tok.start_pos)
         return OperatorName(namespace, name, overload), c[0].start_pos
 
-    def name(self, c):
-        return c[0]
+    def name(self, c: _Kids) -> Token:
+        tok: Token = c[0]
+        return tok
 
     # --- parameters -----------------------------------------------------------------------------------------
-    def params(self, c):
-        arguments: List[Argument] = []
+    def params(self, c: _Kids) -> _Params:
+        arguments: list[Argument] = []
         kwarg_only = vararg = seen_default = False
         for item in c:
             if item.__class__ is Token:  # COMMA
@@ -1010,13 +1032,13 @@ class _ToAst:
                     raise _Fail("a schema with '...' cannot have default values", argument.default.span[0])
         return tuple(arguments), vararg
 
-    def kwarg_marker(self, c):
+    def kwarg_marker(self, c: _Kids) -> tuple[str, int]:
         return ("*", c[0].start_pos)
 
-    def vararg_marker(self, c):
+    def vararg_marker(self, c: _Kids) -> tuple[str, int]:
         return ("...", c[0].start_pos)
 
-    def argument(self, c):
+    def argument(self, c: _Kids) -> _Arg:
         (type_, start, end), name_tok = c[0], c[1]
         default = None
         end = name_tok.end_pos
@@ -1026,10 +1048,11 @@ class _ToAst:
             end = raw[3]
         return ("arg", type_, name_tok, default, start, end)
 
-    def arg_type(self, c):
-        return c[0]
+    def arg_type(self, c: _Kids) -> _Spanned:
+        t: _Spanned = c[0]
+        return t
 
-    def sized_arg_type(self, c):
+    def sized_arg_type(self, c: _Kids) -> _Spanned:
         (elem, start, _), number, rsqb = c[0], c[2], c[3]
         alias, end = _alias_end(c, 4, rsqb.end_pos)
         optional = isinstance(c[-1], Token) and c[-1].type == "QMARK"
@@ -1046,20 +1069,21 @@ class _ToAst:
         return (OptionalType(t) if optional else t), start, end
 
     # --- returns --------------------------------------------------------------------------------------------
-    def varret(self, c):
+    def varret(self, c: _Kids) -> _Returns:
         return (), True
 
-    def no_returns(self, c):
+    def no_returns(self, c: _Kids) -> _Returns:
         return (), False
 
-    def return_list(self, c):
-        return c[1]
+    def return_list(self, c: _Kids) -> _Returns:
+        returns: _Returns = c[1]
+        return returns
 
-    def single_return(self, c):
+    def single_return(self, c: _Kids) -> _Returns:
         return (c[0],), False
 
-    def return_items(self, c):
-        returns: List[Return] = []
+    def return_items(self, c: _Kids) -> _Returns:
+        returns: list[Return] = []
         varret = False
         for item in c:
             if isinstance(item, Token):
@@ -1072,10 +1096,10 @@ class _ToAst:
                 varret = True
         return tuple(returns), varret
 
-    def varret_marker(self, c):
+    def varret_marker(self, c: _Kids) -> tuple[str, int]:
         return ("...", c[0].start_pos)
 
-    def return_(self, c):
+    def return_(self, c: _Kids) -> Return:
         type_, start, end = c[0]
         if len(c) > 1:
             return Return(type_, c[1].value, (start, c[1].end_pos))
@@ -1083,38 +1107,40 @@ class _ToAst:
 
     bare_return = return_
 
-    def bare_arg_type(self, c):
-        return c[0]
+    def bare_arg_type(self, c: _Kids) -> _Spanned:
+        t: _Spanned = c[0]
+        return t
 
     # --- types ----------------------------------------------------------------------------------------------
-    def type(self, c):
-        return c[0]
+    def type(self, c: _Kids) -> _Spanned:
+        t: _Spanned = c[0]
+        return t
 
     bare_type = type
 
-    def list_type(self, c):
+    def list_type(self, c: _Kids) -> _Spanned:
         elem, start, _ = c[0]
         alias, end = _alias_end(c, 3, c[2].end_pos)
         _check_depth(elem._depth + 1, start)
         return ListType(elem, None, alias), start, end
 
-    def optional_type(self, c):
+    def optional_type(self, c: _Kids) -> _Spanned:
         elem, start, _ = c[0]
         return _optional(elem, start), start, c[1].end_pos
 
-    def tuple_type(self, c):
+    def tuple_type(self, c: _Kids) -> _Spanned:
         start = c[0].start_pos
         elems = tuple(_member(x[0]) for x in c if isinstance(x, tuple))
         _check_depth(1 + max((e._depth for e in elems), default=0), start)
         return TupleType(elems), start, c[-1].end_pos
 
-    def tensor_type(self, c):
+    def tensor_type(self, c: _Kids) -> _Spanned:
         if len(c) == 1:
             return _PLAIN_BASE["Tensor"], c[0].start_pos, c[0].end_pos
         alias, end = c[1]
         return BaseType("Tensor", alias), c[0].start_pos, end
 
-    def dict_type(self, c):
+    def dict_type(self, c: _Kids) -> _Spanned:
         start = c[0].start_pos
         key, value = _member(c[2][0]), _member(c[4][0])
         if not (isinstance(key, BaseType) and key.name in _DICT_KEYS):
@@ -1125,7 +1151,7 @@ class _ToAst:
         alias, end = _alias_end(c, 6, c[5].end_pos)
         return DictType(key, value, alias), start, end
 
-    def union_type(self, c):
+    def union_type(self, c: _Kids) -> _Spanned:
         start = c[0].start_pos
         members = [_member(x[0]) for x in c if isinstance(x, tuple) and len(x) == 3]
         _check_depth(1 + max(m._depth for m in members), start)
@@ -1136,26 +1162,26 @@ class _ToAst:
             if isinstance(result, UnionType):
                 result = UnionType(result.members, alias, result.absorbed)
             else:  # Union(T, None) became T?: the annotation belongs to T and prints before the "?"
-                result = OptionalType(_with_alias(result.elem, alias, start), result.absorbed)  # type: ignore[attr-defined]
+                result = OptionalType(_with_alias(result.elem, alias, start), result.absorbed)  # type: ignore[attr-defined]  # _union made T? of it
         return result, start, end
 
-    def future_type(self, c):
+    def future_type(self, c: _Kids) -> _Spanned:
         return self._single(FutureType, c)
 
-    def await_type(self, c):
+    def await_type(self, c: _Kids) -> _Spanned:
         return self._single(AwaitType, c)
 
-    def rref_type(self, c):
+    def rref_type(self, c: _Kids) -> _Spanned:
         return self._single(RRefType, c)
 
     @staticmethod
-    def _single(cls, c):
+    def _single(cls: Callable[[Type], Type], c: _Kids) -> _Spanned:
         start = c[0].start_pos
         elem = _member(c[2][0])
         _check_depth(elem._depth + 1, start)
         return cls(elem), start, c[3].end_pos
 
-    def class_type(self, c):
+    def class_type(self, c: _Kids) -> _Spanned:
         torch_tok, classes_tok = c[2], c[4]
         for tok, word in ((torch_tok, "torch"), (classes_tok, "classes")):
             if tok.value != word:
@@ -1167,7 +1193,7 @@ class _ToAst:
         start, end = c[0].start_pos, c[8].end_pos
         return ClassType(c[6].value, c[8].value, (start, end)), start, end
 
-    def named_type(self, c):
+    def named_type(self, c: _Kids) -> _Spanned:
         parts = c[0]
         first, last = parts[0], parts[-1]
         alias, end = _alias_end(c, 1, last.end_pos)
@@ -1181,50 +1207,50 @@ class _ToAst:
             f"unknown type '{text}' (a type variable must start with a lower-case letter)", first.start_pos
         )
 
-    def base_name(self, c):
+    def base_name(self, c: _Kids) -> list[Token]:
         return c
 
     # --- alias annotations ----------------------------------------------------------------------------------
-    def alias(self, c):
+    def alias(self, c: _Kids) -> tuple[AliasInfo, int]:
         sets = [x for x in c if isinstance(x, list)]
         before = tuple(sets[0])
         after = tuple(sets[1]) if len(sets) > 1 else before
         is_write = any(isinstance(x, Token) and x.type == "BANG" for x in c)
         return AliasInfo(before, after, is_write), c[-1].end_pos
 
-    def fresh_alias(self, c):
+    def fresh_alias(self, c: _Kids) -> tuple[AliasInfo, int]:
         return _FRESH, c[0].end_pos
 
-    def alias_set(self, c):
+    def alias_set(self, c: _Kids) -> list[str]:
         # dict.fromkeys: the names in written order without duplicates, in linear time
         return list(dict.fromkeys(tok.value for tok in c if tok.type != "BAR"))
 
     # --- defaults -------------------------------------------------------------------------------------------
-    def list_default(self, c):
+    def list_default(self, c: _Kids) -> _Raw:
         items = [x for x in c if isinstance(x, tuple)]
         return ("list", items, c[0].start_pos, c[-1].end_pos)
 
-    def true_const(self, c):
+    def true_const(self, c: _Kids) -> _Raw:
         return ("true", c[0], c[0].start_pos, c[0].end_pos)
 
-    def false_const(self, c):
+    def false_const(self, c: _Kids) -> _Raw:
         return ("false", c[0], c[0].start_pos, c[0].end_pos)
 
-    def none_const(self, c):
+    def none_const(self, c: _Kids) -> _Raw:
         return ("none", c[0], c[0].start_pos, c[0].end_pos)
 
-    def string_const(self, c):
+    def string_const(self, c: _Kids) -> _Raw:
         return ("string", c[0], c[0].start_pos, c[0].end_pos)
 
-    def ident_const(self, c):
+    def ident_const(self, c: _Kids) -> _Raw:
         return ("ident", c[0], c[0].start_pos, c[0].end_pos)
 
-    def number_const(self, c):
+    def number_const(self, c: _Kids) -> _Raw:
         minus = c[0] if len(c) == 2 else None
         return ("number", (minus, c[-1]), c[0].start_pos, c[-1].end_pos)
 
 
-def _schema(name: OperatorName, params, returns, varret) -> FunctionSchema:
+def _schema(name: OperatorName, params: _Params, returns: tuple[Return, ...], varret: bool) -> FunctionSchema:
     arguments, vararg = params
     if _any_fresh(arguments) or _any_fresh(returns):
         counter = [0]
@@ -1235,7 +1261,7 @@ def _schema(name: OperatorName, params, returns, varret) -> FunctionSchema:
     return FunctionSchema(name, arguments, tuple(returns), vararg, varret)
 
 
-def _params_of(child: Any) -> Tuple[Tuple[Argument, ...], bool]:
+def _params_of(child: Any) -> tuple[tuple[Argument, ...], bool]:
     # `params?` is absent for "()": the child in its place is then the RPAR token.
     return child if isinstance(child, tuple) else ((), False)
 
@@ -1260,7 +1286,7 @@ class ParseResult:
 
     __slots__ = ("kind", "value", "pos")
 
-    def __init__(self, kind: str, value: Any, pos: int) -> None:
+    def __init__(self, kind: str, value: FunctionSchema | OperatorName, pos: int) -> None:
         self.kind = kind
         self.value = value
         self.pos = pos
@@ -1301,7 +1327,7 @@ class _Newlines:
 # Parsers (built once, lazily) and error translation
 
 _lock = threading.Lock()
-_engines: dict = {}
+_engines: dict[bool, Engine] = {}
 
 
 def _engine(multiline: bool) -> Engine:
@@ -1320,7 +1346,8 @@ def parse(text: str) -> ParseResult:
     """Parse ``text`` with the schema grammar. Raises SchemaError (only) on malformed input."""
     engine = _engine("\n" in text)
     try:
-        return engine.parse(text)
+        result: ParseResult = engine.parse(text)  # the start rule's value (_ToAst.start)
+        return result
     except _Fail as e:
         raise SchemaError(e.msg, text, e.pos, e.expected) from None
     except Failure as e:
@@ -1334,10 +1361,10 @@ _DESCRIBE = {
     "NUMBER": "a number", "STRING": "a string", "NEWLINE": "a newline", "$END": "end of input",
 }  # fmt: skip
 _NAME_TERMINALS = frozenset({"IDENT", "TENSOR", "DICT", "UNION", "FUTURE", "AWAIT", "RREF", "TORCH_NS"})
-_ORDER = ["a type", "a name"] + list(_DESCRIBE.values())
+_ORDER = ["a type", "a name", *_DESCRIBE.values()]
 
 
-def _expected_text(expected: Sequence[str]) -> Tuple[str, Tuple[str, ...]]:
+def _expected_text(expected: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     names = set(expected)
     shown = set()
     if "NONETYPE" in names:  # only where a type may start
@@ -1355,7 +1382,7 @@ def _expected_text(expected: Sequence[str]) -> Tuple[str, Tuple[str, ...]]:
     return ", ".join(ordered[:-1]) + " or " + ordered[-1], tuple(ordered)
 
 
-def _context(stack: Optional[list]) -> str:
+def _context(stack: list[Any] | None) -> str:
     """Where the parser stood, from the top of its value stack: " after 'x'", " after a type", ..."""
     if stack is None:
         return ""

@@ -11,7 +11,9 @@ Importing this module imports neither torch nor lark: the parser is built on the
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from typing import TYPE_CHECKING, cast
 
 from ._schema_ast import (
     MAX_TYPE_DEPTH,
@@ -45,6 +47,9 @@ from ._schema_ast import (
     quote_string,
 )
 from .errors import SchemaError
+
+if TYPE_CHECKING:
+    from ._schema_transform import ParseResult
 
 __all__ = [
     "parse_schema",
@@ -86,7 +91,7 @@ __all__ = [
 ClassCheck = Callable[[str, str], bool]
 
 
-def _parse(text: str):
+def _parse(text: str) -> ParseResult:
     if not isinstance(text, str):
         raise TypeError(f"a schema must be a str, not {type(text).__name__}")
     from ._schema_transform import parse  # lark is imported on first use only
@@ -127,7 +132,7 @@ def parse_schema(
     *,
     allow_typevars: bool = True,
     allow_nameless: bool = False,
-    class_exists: Optional[ClassCheck] = None,
+    class_exists: ClassCheck | None = None,
 ) -> FunctionSchema:
     """Parse one PyTorch function schema, e.g. ``"aten::add.Tensor(Tensor self, Tensor other, *, Scalar
     alpha=1) -> Tensor"``.
@@ -162,7 +167,7 @@ def parse_schema(
             result.pos + (1 if result.kind == "wrapped" else 0),
             ("a name",),
         )
-    schema: FunctionSchema = result.value
+    schema = cast(FunctionSchema, result.value)  # kind "schema", "nameless" or "wrapped"
     if not allow_typevars and not _typevars_forced(text, schema, result.pos):
         for t in _schema_types(schema):
             if isinstance(t, TypeVar):
@@ -202,7 +207,7 @@ def parse_operator_name(text: str) -> OperatorName:
     result = _parse(text)
     if result.kind != "name":
         raise SchemaError("expected only an operator name, got a whole schema", text, result.pos, ())
-    return result.value
+    return cast(OperatorName, result.value)
 
 
 def torch_class_exists(namespace: str, name: str) -> bool:
@@ -221,10 +226,10 @@ def torch_class_exists(namespace: str, name: str) -> bool:
 # plain dict hit is the cheapest lookup Python has (functools.lru_cache costs twice as much per hit). Bounded:
 # when full, the oldest entry goes first.
 _NAMES_MAX = 8192
-_names: Dict[str, Tuple[str, ...]] = {}
+_names: dict[str, tuple[str, ...]] = {}
 
 
-def extract_names_from_schema(schema: str) -> List[str]:
+def extract_names_from_schema(schema: str) -> list[str]:
     """The input argument names of a schema, in order, keyword-only arguments included.
 
     Accepts everything :func:`parse_schema` accepts, plus the nameless forms ``(Tensor x) -> Tensor`` and
@@ -242,9 +247,7 @@ def extract_names_from_schema(schema: str) -> List[str]:
         pass
     names = parse_schema(schema, allow_nameless=True).argument_names
     if len(_names) >= _NAMES_MAX:
-        try:
+        with suppress(KeyError, RuntimeError, StopIteration):  # another thread changed the cache meanwhile
             del _names[next(iter(_names))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread changed the cache meanwhile
-            pass
     _names[schema] = names
     return list(names)
