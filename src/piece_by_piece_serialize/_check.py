@@ -524,7 +524,7 @@ def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
     texts = [str(s) for s in schemas]  # the 'file' of the no-path run: line i is the i-th schema
     return [
         (s, SchemaSite("<torch>", text, LinePositions(i, len(text)), "parse_schema", texts, (i, i)))
-        for i, (s, text) in enumerate(zip(schemas, texts), 1)
+        for i, (s, text) in enumerate(zip(schemas, texts, strict=True), 1)
     ]
 
 
@@ -595,7 +595,7 @@ def _torch_rejects(torch: Any, text: str) -> str | None:
 
 
 def _first_difference(a: str, b: str) -> int:
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):  # the shorter one ends the scan
         if x != y:
             return i
     return min(len(a), len(b))

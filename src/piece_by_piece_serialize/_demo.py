@@ -66,7 +66,7 @@ def tiny_llama() -> Any:
     )
     config._attn_implementation = "eager"
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config).eval()
+    return AutoModelForCausalLM.from_config(config).eval()  # type: ignore[no-untyped-call]  # from_config has no annotations
 
 
 class _Logits:
@@ -97,7 +97,7 @@ def _same_cache(a: Any, b: Any) -> bool:
     import torch
 
     return len(a.layers) == len(b.layers) and all(
-        torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values) for x, y in zip(a.layers, b.layers)
+        torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values) for x, y in zip(a.layers, b.layers, strict=True)
     )
 
 
@@ -139,9 +139,9 @@ def custom_op_job() -> bool:
     with torch.no_grad():  # calibration: the operators learn their output shapes from eager calls of two sizes
         for batch, n in ((2, 5), (3, 9)):
             model(_ids(batch, n, 2), use_cache=False)
-    batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=200)
+    batch_dim, seq_dim = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=200)
     start = time.perf_counter()
-    program = torch.export.export(_Logits.make(model), (_ids(2, 6, 3),), dynamic_shapes=({0: batch, 1: seq},), strict=False)
+    program = torch.export.export(_Logits.make(model), (_ids(2, 6, 3),), dynamic_shapes=({0: batch_dim, 1: seq_dim},), strict=False)
     print(f"torch.export.export(strict=False), dynamic batch and sequence: {time.perf_counter() - start:.1f} s; custom-operator nodes:")
     calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "pbp_demo"]
     for node in calls:
@@ -195,7 +195,7 @@ def demo(*, quiet: bool = False) -> int:
     n, decoded = tree_spec_from_name(name)
     rebuilt = tree_unflatten(leaves, decoded)
     same_spec = n == len(leaves) and decoded == spec
-    same_value = tree_flatten(rebuilt)[1] == spec and all(a is b for a, b in zip(tree_flatten(rebuilt)[0], leaves))
+    same_value = tree_flatten(rebuilt)[1] == spec and all(a is b for a, b in zip(tree_flatten(rebuilt)[0], leaves, strict=True))
     print(f"decoded spec equal: {same_spec}; rebuilt input equal: {same_value}")
     ok = job_ok and schemas_ok and same_spec and same_value
     print()

@@ -42,6 +42,7 @@ from .schema import (
     ListValue,
     NoneValue,
     OptionalType,
+    Return,
     StrValue,
     Type,
     TypeVar,
@@ -110,7 +111,8 @@ def lint_schema(schema: FunctionSchema, text: str, context: str) -> list[Lint]:
 def has_typevar(schema: FunctionSchema) -> bool:
     """Whether any argument or return type holds a type variable, union members that normalisation absorbed
     included (only then can parsing with type variables off fail, so only then is it worth doing)."""
-    stack: list[Type] = [item.type for item in (*schema.arguments, *schema.returns)]
+    items: tuple[Argument | Return, ...] = (*schema.arguments, *schema.returns)
+    stack: list[Type] = [item.type for item in items]
     while stack:
         t = stack.pop()
         if isinstance(t, TypeVar):
@@ -130,7 +132,8 @@ def has_typevar(schema: FunctionSchema) -> bool:
 
 def typevar_at(schema: FunctionSchema, offset: int) -> TypeVar | None:
     """The type variable written at ``offset``, if any (to tell opaque type names from typos)."""
-    for item in (*schema.arguments, *schema.returns):
+    items: tuple[Argument | Return, ...] = (*schema.arguments, *schema.returns)
+    for item in items:
         for t in _walk(item.type):
             if isinstance(t, TypeVar) and t.span[0] == offset:
                 return t

@@ -39,7 +39,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import overload
 
 # How a file is read, chosen from its suffix; anything else given explicitly is read as plain text.
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -167,7 +167,11 @@ class LinePositions(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return self.length + 1
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
@@ -191,7 +195,11 @@ class _Run(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return self.length
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self.length))]
         if i < 0:
@@ -218,7 +226,11 @@ class _Chunks(Sequence[tuple[int, int]]):
     def __len__(self) -> int:
         return self.ends[-1] if self.ends else 0
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
@@ -232,19 +244,23 @@ class _Chunks(Sequence[tuple[int, int]]):
 class _OffsetPositions(Sequence[tuple[int, int]]):
     """Positions kept as file offsets (one machine integer per character), turned into (line, column) on demand."""
 
-    __slots__ = ("offsets", "index")
+    __slots__ = ("offsets", "where")
 
-    def __init__(self, offsets: array, index: _LineIndex) -> None:
+    def __init__(self, offsets: array[int], where: _LineIndex) -> None:
         self.offsets = offsets
-        self.index = index
+        self.where = where  # not ``index``: that name is Sequence.index
 
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
         if isinstance(i, slice):
-            return [self.index(o) for o in self.offsets[i]]
-        return self.index(self.offsets[i])
+            return [self.where(o) for o in self.offsets[i]]
+        return self.where(self.offsets[i])
 
 
 def kind_for_path(path: str, explicit: bool) -> str | None:
@@ -790,7 +806,10 @@ def _cpp_source(source: SourceFile, text: str) -> None:
                     k = text.find(callee, after, hi)
         found.sort(key=lambda item: item[0])
         for _, item in found:
-            (source.sites if isinstance(item, SchemaSite) else source.problems).append(item)
+            if isinstance(item, SchemaSite):
+                source.sites.append(item)
+            else:
+                source.problems.append(item)
     if "pbp:" in text:
         for start, end in scan.comments.items():
             k = text.find("pbp:", start, end)

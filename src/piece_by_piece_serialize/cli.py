@@ -200,10 +200,9 @@ def _cmd_schema_names(args: argparse.Namespace) -> int:
 
 
 def _cmd_name_decode(args: argparse.Namespace) -> int:
+    from ._check import print_argument_error
     from .errors import TreeSpecNameError
     from .type_info import pretty_type_info
-
-    from ._check import print_argument_error
 
     try:
         print(pretty_type_info(args.name))
