@@ -50,21 +50,28 @@ __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .caches import register_cache_class, register_cache_layer_class
-    from .custom_op import CustomOpError, as_custom_op, replace_with_custom_ops, restore_modules
-    from .schema import FunctionSchema, extract_names_from_schema, parse_schema
-    from .serialize import (
-        choose_kwargs_for_dynamic_shapes,
-        deserialize_args,
-        deserialize_args_kwargs,
-        make_copy,
-        serialize_args,
-        serialize_one,
-        type_as_str_with_info,
-    )
-    from .treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
-    from .type_info import parse_type_info
-
+    # ``name as name``: the explicit re-export that type checkers (and ruff) read; ``__all__`` is built from
+    # ``_LAZY`` at run time, which neither can evaluate
+    from .caches import register_cache_class as register_cache_class
+    from .caches import register_cache_layer_class as register_cache_layer_class
+    from .custom_op import CustomOpError as CustomOpError
+    from .custom_op import as_custom_op as as_custom_op
+    from .custom_op import replace_with_custom_ops as replace_with_custom_ops
+    from .custom_op import restore_modules as restore_modules
+    from .schema import FunctionSchema as FunctionSchema
+    from .schema import extract_names_from_schema as extract_names_from_schema
+    from .schema import parse_schema as parse_schema
+    from .serialize import choose_kwargs_for_dynamic_shapes as choose_kwargs_for_dynamic_shapes
+    from .serialize import deserialize_args as deserialize_args
+    from .serialize import deserialize_args_kwargs as deserialize_args_kwargs
+    from .serialize import make_copy as make_copy
+    from .serialize import serialize_args as serialize_args
+    from .serialize import serialize_one as serialize_one
+    from .serialize import type_as_str_with_info as type_as_str_with_info
+    from .treespec_name import pretty_name as pretty_name
+    from .treespec_name import tree_spec_as_name as tree_spec_as_name
+    from .treespec_name import tree_spec_from_name as tree_spec_from_name
+    from .type_info import parse_type_info as parse_type_info
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
