@@ -37,10 +37,12 @@ from __future__ import annotations
 import collections
 import copy
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import _caches
 from .type_info import (
+    _CACHED_LENGTH,
     AnyCacheInfo,
     CacheInfo,
     CacheLeaf,
@@ -53,12 +55,15 @@ from .type_info import (
     TreeSpecInfo,
     TreeWithCachesInfo,
     TypeInfo,
-    _CACHED_LENGTH,
     _parse_cached,
 )
 
 if TYPE_CHECKING:  # annotations only: torch is imported on first use (see _setup)
     from torch import Tensor
+
+    # re-exported lazily by __getattr__ below; named here so that type checkers know them
+    from .schema import extract_names_from_schema
+    from .treespec_name import tree_spec_as_name, tree_spec_from_name
 
 __all__ = [
     "choose_kwargs_for_dynamic_shapes",
@@ -110,7 +115,7 @@ def __getattr__(name: str) -> Any:
 
 
 # str key -> fits the compact dict form; bounded (cleared when full), keys repeat on every forward call
-_COMPACT_KEYS: Dict[str, bool] = {}
+_COMPACT_KEYS: dict[str, bool] = {}
 _COMPACT_KEYS_MAX = 4096
 
 
@@ -161,7 +166,7 @@ def _scalar_name(obj: Any) -> str:
     return "float"
 
 
-def _flatten_tree(obj: Any) -> Tuple[List[Any], Any, List[int]]:
+def _flatten_tree(obj: Any) -> tuple[list[Any], Any, list[int]]:
     """pytree leaves, spec, and the indices of the leaves that are transformers caches."""
     cu = _caches.cache_module()
     if cu is None:  # a cache can only exist if transformers is already imported
@@ -180,9 +185,9 @@ def _flatten_tree(obj: Any) -> Tuple[List[Any], Any, List[int]]:
     return leaves, spec, caches
 
 
-def _expand_caches(leaves: List[Any], caches: List[int], what: str) -> List[Any]:
+def _expand_caches(leaves: list[Any], caches: list[int], what: str) -> list[Any]:
     """The flat items of a pytree whose leaves ``caches`` are caches: each replaced by its tensors."""
-    out: List[Any] = []
+    out: list[Any] = []
     start = 0
     for i in caches:
         out.extend(leaves[start:i])
@@ -193,7 +198,7 @@ def _expand_caches(leaves: List[Any], caches: List[int], what: str) -> List[Any]
     return out
 
 
-def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor, List[Tensor]]:
+def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tensor]:
     """Flatten one argument into what a custom operator accepts.
 
     Accepts any value; ``name`` (the argument's name or position) and ``schema`` only make error
@@ -206,15 +211,17 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
     """
     if _Tensor is None:
         _setup()
+    # The return annotation is the original module's; None, scalars and tuples come back as themselves too
+    # (see above), hence the ignores on those returns.
     if isinstance(obj, _Tensor) or obj is None:
-        return obj
+        return obj  # type: ignore[return-value]
     cls = type(obj)
     if cls is tuple or cls is list:
         for item in obj:
             if not isinstance(item, _Tensor):
                 break
         else:
-            return obj
+            return obj  # type: ignore[no-any-return]
     if cls is dict and obj:  # the compact dict form, checked inline: this is the hot path
         for key, value in obj.items():
             if not isinstance(value, _Tensor) or not _compact_key(key):
@@ -223,7 +230,7 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
             return list(obj.values())
     kind = _kind(obj)
     if kind == _K_SCALAR:
-        return obj
+        return obj  # type: ignore[no-any-return]
     if kind == _K_DICT:  # pragma: no cover - handled above
         return list(obj.values())
     if kind == _K_CACHE:
@@ -233,7 +240,7 @@ def serialize_one(obj: Any, name: Union[str, int], schema: str) -> Union[Tensor,
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
 
-def _argument(name: Union[str, int, None], schema: Optional[str] = None) -> str:
+def _argument(name: str | int | None, schema: str | None = None) -> str:
     where = f" of schema {schema!r}" if schema else ""
     if isinstance(name, int):
         return f"positional argument {name}{where}"
@@ -277,7 +284,7 @@ def type_as_str_with_info(obj: Any) -> str:
     return str(TreeWithCachesInfo(described, tree))
 
 
-def _extend(out: List[Any], r: Any) -> None:
+def _extend(out: list[Any], r: Any) -> None:
     cls = type(r)
     if cls is list or cls is tuple:
         out.extend(r)
@@ -285,7 +292,7 @@ def _extend(out: List[Any], r: Any) -> None:
         out.append(r)
 
 
-def _serialize_into(flat: List[Any], value: Any, name: Union[str, int], schema: str) -> None:
+def _serialize_into(flat: list[Any], value: Any, name: str | int, schema: str) -> None:
     """Append what :func:`serialize_one` gives for ``value`` to ``flat``; tensors and caches without a detour."""
     if isinstance(value, _Tensor):
         flat.append(value)
@@ -294,11 +301,11 @@ def _serialize_into(flat: List[Any], value: Any, name: Union[str, int], schema: 
 
 
 def serialize_args(
-    args: Tuple[Any],
-    kwargs: Optional[Dict[str, Any]],
+    args: tuple[Any],
+    kwargs: dict[str, Any] | None,
     schema: str,
-    args_names: Optional[List[str]] = None,
-) -> Tuple[Tuple[Tensor, ...], Dict[str, Tensor]]:
+    args_names: list[str] | None = None,
+) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
     """Flatten positional and keyword arguments before calling a custom operator.
 
     Accepts ``args`` (a tuple or list of positional arguments, or a single tensor), ``kwargs`` (``None``,
@@ -316,11 +323,11 @@ def serialize_args(
         _setup()
     if isinstance(args, _Tensor):
         positional: Sequence[Any] = (args,)
-    elif type(args) is tuple or type(args) is list:
+    elif type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
         positional = args
     else:  # a dict, a namedtuple, a cache...: one positional argument
         positional = (args,)
-    flat: List[Any] = []
+    flat: list[Any] = []
     for i, a in enumerate(positional):  # _serialize_into, inlined: this loop is the hot path
         if isinstance(a, _Tensor):
             flat.append(a)
@@ -329,7 +336,7 @@ def serialize_args(
 
     if not kwargs:
         if kwargs is None:
-            return args if isinstance(args, _Tensor) else tuple(flat)  # type: ignore[return-value]
+            return args if isinstance(args, _Tensor) else tuple(flat)
         if not isinstance(kwargs, dict):
             raise TypeError(f"serialize_args: kwargs must be a dict or None, got {type(kwargs).__name__}")
         return tuple(flat), {}
@@ -379,7 +386,7 @@ def _type_info(tt: Any, where: str) -> TypeInfo:
     raise TypeError(f"{where} must be a type-info string, got {type(tt).__name__}: {tt!r}")
 
 
-def _take(res: Sequence[Any], pos: int, n: int, where: str, tt: Any) -> Tuple[Sequence[Any], int]:
+def _take(res: Sequence[Any], pos: int, n: int, where: str, tt: Any) -> tuple[Sequence[Any], int]:
     """The ``n`` items for one argument: either packed as one list at ``pos`` or ``n`` flat items."""
     if n and pos < len(res):
         item = res[pos]
@@ -414,12 +421,12 @@ def _clone_leaf(x: Any) -> Any:
 # same value. Steps are kept per string (bounded), so a warm call does no parsing and no dispatch on node
 # types: one dict lookup and one call per argument.
 
-_Step = Callable[[List[Any], Sequence[Any], int, int], int]
-_STEPS: Dict[str, _Step] = {}
+_Step = Callable[[list[Any], Sequence[Any], int, int], int]
+_STEPS: dict[str, _Step] = {}
 _STEPS_MAX = 4096
 
 
-def _tensor_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+def _tensor_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
     if pos < n_res:
         item = res[pos]
         if type(item) is _Tensor:
@@ -428,20 +435,20 @@ def _tensor_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> in
     return -1
 
 
-def _none_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+def _none_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
     if pos < n_res and res[pos] is None:
         des.append(None)
         return pos + 1
     return -1
 
 
-def _general_step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+def _general_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
     return -1  # no shortcut for this node (TreeWithCachesInfo, zero items): always the general route
 
 
 def _scalar_step(kind: type) -> _Step:
     # An exact bool/int/float is what _scalar_ok accepts without a symbolic type; anything else goes general.
-    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         if pos < n_res:
             item = res[pos]
             if type(item) is kind:
@@ -453,7 +460,7 @@ def _scalar_step(kind: type) -> _Step:
 
 
 def _tensor_list_step(n: int) -> _Step:
-    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
             items = res[pos:end]
@@ -467,17 +474,17 @@ def _tensor_list_step(n: int) -> _Step:
     return step
 
 
-def _tensor_dict_step(keys: Tuple[str, ...]) -> _Step:
+def _tensor_dict_step(keys: tuple[str, ...]) -> _Step:
     n = len(keys)
 
-    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
             items = res[pos:end]
             for item in items:
                 if type(item) is not _Tensor:
                     return -1
-            des.append(dict(zip(keys, items)))
+            des.append(dict(zip(keys, items)))  # noqa: B905 - n keys, n items; strict= doubles zip's cost
             return end
         return -1
 
@@ -503,7 +510,7 @@ def _has_size(spec: Any) -> bool:
     return False
 
 
-def _unflatten_with_sizes(leaves: List[Any], spec: Any) -> Any:
+def _unflatten_with_sizes(leaves: list[Any], spec: Any) -> Any:
     from torch.utils._pytree import SUPPORTED_NODES
 
     it = iter(leaves)
@@ -521,7 +528,7 @@ def _unflatten_with_sizes(leaves: List[Any], spec: Any) -> Any:
     return build(spec)
 
 
-def _unflatten(leaves: List[Any], spec: Any) -> Any:
+def _unflatten(leaves: list[Any], spec: Any) -> Any:
     """``tree_unflatten``, except that torch.Size nodes come back as torch.Size (Note [torch.Size in a pytree])."""
     if _has_size(spec):
         return _unflatten_with_sizes(leaves, spec)
@@ -531,7 +538,7 @@ def _unflatten(leaves: List[Any], spec: Any) -> Any:
 def _tree_step(n: int, spec: Any) -> _Step:
     unflatten = _unflatten_with_sizes if _has_size(spec) else _tree_unflatten
 
-    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
             items = res[pos:end]
@@ -549,7 +556,7 @@ def _cache_step(info: AnyCacheInfo) -> _Step:
     n = info.n_items
     build = _caches.builder(info)
 
-    def step(des: List[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
+    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
         if end <= n_res:
             cache = build(res[pos:end])  # None unless every item is what the common case holds
@@ -591,7 +598,7 @@ def _remember_step(text: str, info: TypeInfo) -> None:
 
 
 def _deserialize_into(
-    des: List[Any], res: Sequence[Any], expected_types: Sequence[Any], clone: bool, pos: int, label: str
+    des: list[Any], res: Sequence[Any], expected_types: Sequence[Any], clone: bool, pos: int, label: str
 ) -> int:
     n_res = len(res)
     steps = _STEPS
@@ -613,7 +620,8 @@ def _deserialize_into(
             else:
                 _remember_step(tt, _parse_cached(tt))  # raises TreeSpecNameError on a malformed string
         # The general route. The where-strings of error messages are only formatted on error.
-        info = _parse_cached(tt) if type(tt) is str else _type_info(tt, f"{label}[{i}]")
+        # Any, not TypeInfo: the dispatch below is on ``cls``, which mypy does not narrow (and a cast is a call)
+        info: Any = _parse_cached(tt) if type(tt) is str else _type_info(tt, f"{label}[{i}]")
         cls = type(info)
         if cls is TensorInfo:
             if pos >= n_res:
@@ -657,7 +665,7 @@ def _deserialize_into(
         elif cls is TensorDictInfo:
             n = len(info.keys)
             end = pos + n
-            if end <= n_res and (n == 0 or type(res[pos]) is not list and type(res[pos]) is not tuple):
+            if end <= n_res and (n == 0 or (type(res[pos]) is not list and type(res[pos]) is not tuple)):
                 items = res[pos:end]  # the common, flat case, without _take's call
                 pos = end
             else:
@@ -665,7 +673,7 @@ def _deserialize_into(
             for item in items:
                 if not isinstance(item, _Tensor):
                     _check_tensors(items, f"{label}[{i}]", info)
-            des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))
+            des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))  # noqa: B905 - n keys, n items
         elif cls is CacheInfo or cls is EncoderDecoderCacheInfo:
             items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
             _check_leaves(items, f"{label}[{i}]", info)
@@ -676,7 +684,7 @@ def _deserialize_into(
 
 
 def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: bool, where: str) -> Any:
-    leaves: List[Any] = []
+    leaves: list[Any] = []
     pos = 0
     start = 0
     for leaf in info.caches:
@@ -734,11 +742,11 @@ def _is_empty_marker(x: Any) -> bool:
 
 
 def deserialize_args(
-    res: List[Tensor],
-    expected_types: List[str],
+    res: list[Tensor],
+    expected_types: list[str],
     clone: bool = False,
     return_n_args: bool = False,
-) -> Tuple[Any, ...]:
+) -> tuple[Any, ...]:
     """Rebuild the Python objects a custom operator received or returned as a flat list.
 
     Accepts ``res`` (the flat list or tuple of tensors, scalars and ``None``; a group of items may
@@ -763,13 +771,13 @@ def deserialize_args(
                 f"deserialize_args: res is a single tensor but expected_types={list(expected_types)!r}"
             )
         out = res.clone() if clone else res
-        return (out, 1) if return_n_args else out  # type: ignore[return-value]
+        return (out, 1) if return_n_args else out
     if not isinstance(res, (list, tuple)):
         raise TypeError(f"deserialize_args: res must be a list or tuple, got {type(res).__name__}")
-    des: List[Any] = []
+    des: list[Any] = []
     pos = _deserialize_into(des, res, expected_types, clone, 0, "expected_types")
     if return_n_args:
-        return tuple(des), pos  # type: ignore[return-value]
+        return tuple(des), pos
     if pos != len(res) and not (pos == len(res) - 1 and _is_empty_marker(res[-1])):
         raise ValueError(
             f"deserialize_args: expected_types={list(map(str, expected_types))!r} describe {pos} items "
@@ -779,13 +787,13 @@ def deserialize_args(
 
 
 def deserialize_args_kwargs(
-    args: List[Tensor],
-    kwargs: Dict[str, Any],
-    expected_types: Tuple[List[str], List[str]],
+    args: list[Tensor],
+    kwargs: dict[str, Any],
+    expected_types: tuple[list[str], list[str]],
     clone: bool = False,
-    ordered_names: Optional[List[str]] = None,
+    ordered_names: list[str] | None = None,
     fill_kwargs: bool = False,
-) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Rebuild ``(args, kwargs)`` from the flat list :func:`serialize_args` produced.
 
     Accepts ``args`` (the flat list), ``kwargs`` (must be empty: operator inputs are positional),
@@ -812,6 +820,8 @@ def deserialize_args_kwargs(
             "deserialize_args_kwargs: expected_types must be a pair (positional types, keyword types), "
             f"got {type(expected_types).__name__}"
         )
+    # wider than the annotation says: a mapping, or None or an empty list for no keyword types (checked below)
+    kw_types: Mapping[str, Any] | list[Any] | tuple[Any, ...] | None
     pos_types, kw_types = expected_types
     if not isinstance(pos_types, (list, tuple)):
         raise TypeError(f"deserialize_args_kwargs: expected_types[0] must be a list, got {type(pos_types).__name__}")
@@ -833,9 +843,9 @@ def deserialize_args_kwargs(
         raise ValueError("deserialize_args_kwargs: fill_kwargs=True but args does not end with an empty list")
     n_flat = len(args) - (1 if fill_kwargs else 0)
 
-    des: List[Any] = []
+    des: list[Any] = []
     pos = _deserialize_into(des, args, pos_types, clone, 0, "expected_types[0]")
-    new_kwargs: Dict[str, Any] = {}
+    new_kwargs: dict[str, Any] = {}
     if kw_types:
         if ordered_names is None:
             raise ValueError(
@@ -850,8 +860,9 @@ def deserialize_args_kwargs(
                 )
         for name in names[len(pos_types) :]:
             if name in kw_types:
-                one: List[Any] = []
-                pos = _deserialize_into(one, args, [kw_types[name]], clone, pos, f"expected_types[1][{name!r}]")
+                one: list[Any] = []
+                # kw_types is a Mapping here (the checks above raised otherwise); mypy keeps the annotation's list
+                pos = _deserialize_into(one, args, [kw_types[name]], clone, pos, f"expected_types[1][{name!r}]")  # type: ignore[call-overload]
                 new_kwargs[name] = one[0]
             else:
                 if pos >= n_flat:
@@ -937,10 +948,10 @@ def _copy(obj: Any) -> Any:
 
 
 def choose_kwargs_for_dynamic_shapes(
-    ds_args: Tuple[Dict[int, Any], ...],
-    ds_kwargs: Dict[str, Dict[int, Any]],
-    forward_names: List[str],
-) -> Dict[str, Dict[int, Any]]:
+    ds_args: tuple[dict[int, Any], ...],
+    ds_kwargs: dict[str, dict[int, Any]],
+    forward_names: list[str],
+) -> dict[str, dict[int, Any]]:
     """Express dynamic shapes as one keyword dict when a module is called with both kinds of arguments.
 
     Accepts ``ds_args`` (the dynamic shapes of the positional arguments, in order), ``ds_kwargs``
@@ -963,8 +974,8 @@ def choose_kwargs_for_dynamic_shapes(
             f"choose_kwargs_for_dynamic_shapes: {len(ds_args)} positional dynamic shapes but only "
             f"{len(forward_names)} forward parameter names {list(forward_names)} (*args is not supported)"
         )
-    merged: Dict[str, Dict[int, Any]] = {}
-    for name, ds in zip(forward_names, ds_args):
+    merged: dict[str, dict[int, Any]] = {}
+    for name, ds in zip(forward_names, ds_args, strict=False):  # there may be more names than positional shapes
         if name in ds_kwargs:
             raise TypeError(
                 f"choose_kwargs_for_dynamic_shapes: argument {name!r} has dynamic shapes both "
