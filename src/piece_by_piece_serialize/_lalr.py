@@ -30,9 +30,13 @@ recurses; bad input raises :class:`Failure`, holding everything an error message
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable
 
 __all__ = ["Token", "Failure", "Engine"]
 
@@ -65,7 +69,7 @@ class Failure(Exception):
     terminals the lexer tried when it found none (or a token the contextual lexer does not accept there).
     """
 
-    def __init__(self, pos: int, token: Optional[Token], states: List[int], values: List[Any], expected) -> None:
+    def __init__(self, pos: int, token: Token | None, states: list[int], values: list[Any], expected: Iterable[str]) -> None:
         super().__init__(pos)
         self.pos = pos
         self.token = token
@@ -77,7 +81,7 @@ class Failure(Exception):
 class _Mismatch(Exception):
     """Raised by the lexer: no terminal matches at ``pos``, or (contextual) the match is not accepted here."""
 
-    def __init__(self, pos: int, token: Optional[Token], allowed: Sequence[str]) -> None:
+    def __init__(self, pos: int, token: Token | None, allowed: Collection[str]) -> None:
         super().__init__(pos)
         self.pos = pos
         self.token = token
@@ -98,8 +102,13 @@ class _Scanner:
     whole alternation (with all the keywords)."""
 
     __slots__ = ("match", "names", "keywords", "first", "full")
+    match: _Match
+    names: frozenset[str]
+    keywords: dict[str, dict[str, str]]
+    first: dict[str, _Entry | _Second]
+    full: _Match | _Keyed
 
-    def __init__(self, spec: Tuple[Any, ...], tables: Dict[str, Any], made_entries: Dict[Any, Any]) -> None:
+    def __init__(self, spec: tuple[Any, ...], tables: dict[str, Any], made_entries: dict[Any, Any]) -> None:
         terminals, keywords, dispatch = spec
         literals, ignore = tables["literals"], tables["ignore"]
         regexps = dict(terminals)
@@ -113,12 +122,12 @@ class _Scanner:
 
         # (written without helper functions: an engine is built once per process, often inside code that
         # counts Python calls)
-        first: Dict[str, Any] = {}
-        for chars, spec in dispatch:
-            seconds = spec.items() if spec.__class__ is dict else (("", spec),)
-            made: Dict[str, Any] = {}
+        first: dict[str, Any] = {}
+        for chars, entry in dispatch:
+            seconds = entry.items() if entry.__class__ is dict else (("", entry),)
+            made: dict[str, _Entry] = {}
             for chars2, spec2 in seconds:
-                hit = None
+                hit: _Entry = None
                 if spec2 is not None:
                     if spec2.__class__ is str and spec2 not in ignore:  # a literal (ignored ones take the regex)
                         hit = (spec2, literals[spec2], len(literals[spec2]))
@@ -138,7 +147,7 @@ class _Scanner:
                                 hit = _Keyed(hit, absorbing)
                             made_entries[key] = hit
                 made[chars2] = hit
-            if spec.__class__ is dict:
+            if entry.__class__ is dict:
                 second = _Second({c2: hit for chars2, hit in made.items() if chars2 for c2 in chars2})
                 second.default = made[""]
                 first.update(dict.fromkeys(chars, second))
@@ -147,12 +156,13 @@ class _Scanner:
         self.first = first
 
 
-class _Second(dict):
+class _Second(dict[str, "_Entry"]):
     """The entries of a first character by the character after it; any other (or none) gets ``default``."""
 
     __slots__ = ("default",)
+    default: _Entry
 
-    def __missing__(self, key: str) -> Any:
+    def __missing__(self, key: str) -> _Entry:
         return self.default
 
 
@@ -161,9 +171,25 @@ class _Keyed:
 
     __slots__ = ("match", "keywords")
 
-    def __init__(self, match: Any, keywords: Dict[str, Dict[str, str]]) -> None:
+    def __init__(self, match: _Match, keywords: dict[str, dict[str, str]]) -> None:
         self.match = match
         self.keywords = keywords
+
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    # a compiled alternation's ``match`` (or the stand-in of a scanner with no terminals)
+    _Match = Callable[[str, int], "re.Match[str] | None"]
+    # a dispatch entry (see _Scanner): a literal (kind, text, len(text)), an alternation, or None (use ``full``)
+    _Entry = tuple[str, str, int] | _Match | _Keyed | None
+    # a rule's callback: its children (as popped from the value stack) to its value
+    _Build = Callable[[list[Any]], Any]
+    # a bound rule: (size, origin, build), build None for a pass-through ?rule over one symbol
+    _Rule = tuple[int, str, _Build | None]
+
+    class _PostLex(Protocol):
+        def process(self, stream: Iterator[Token]) -> Iterator[Token]: ...
 
 
 class Engine:
@@ -171,13 +197,13 @@ class Engine:
     ``transformer=`` option takes) and an optional ``postlex`` (an object whose ``process`` filters the token
     stream, as lark's ``postlex=`` option; basic lexer only)."""
 
-    def __init__(self, tables: Dict[str, Any], callbacks: Any, postlex: Any = None) -> None:
-        self.actions: Tuple[Dict[str, int], ...] = tables["actions"]
-        self.gotos: Tuple[Dict[str, int], ...] = tables["gotos"]
+    def __init__(self, tables: dict[str, Any], callbacks: object, postlex: _PostLex | None = None) -> None:
+        self.actions: tuple[dict[str, int], ...] = tables["actions"]
+        self.gotos: tuple[dict[str, int], ...] = tables["gotos"]
         self.start_state: int = tables["start_state"]
         self.end_state: int = tables["end_state"]
         self.ignore = frozenset(tables["ignore"])
-        made_entries: Dict[Any, Any] = {}  # dispatch entries, shared by the scanners
+        made_entries: dict[Any, Any] = {}  # dispatch entries, shared by the scanners
         scanners = [_Scanner(spec, tables, made_entries) for spec in tables["scanners"]]
         self.scanner_of_state = tuple([scanners[i] for i in tables["scanner_of_state"]])
         self.first_of_state = tuple([scanner.first for scanner in self.scanner_of_state])
@@ -190,7 +216,7 @@ class Engine:
         self.steps = _steps(self.actions, self.gotos, self.rules, self.end_state)
 
     # --- lexing ---------------------------------------------------------------------------------------------
-    def _tokens(self, text: str, states: List[int]) -> Iterator[Token]:
+    def _tokens(self, text: str, states: list[int]) -> Iterator[Token]:
         """Tokens of ``text``, lexed lazily: the scanner for the next token is the one of the state on top of
         ``states`` when it is asked for (as lark's contextual lexer does). :meth:`parse` runs the same lexer
         inline when there is no postlexer."""
@@ -247,8 +273,8 @@ class Engine:
         steps, gotos, firsts, ignore = self.steps, self.gotos, self.first_of_state, self.ignore
         new_token = object.__new__
         state = self.start_state
-        states: List[int] = [state]
-        values: List[Any] = []
+        states: list[int] = [state]
+        values: list[Any] = []
         push_state, push_value = states.append, values.append
         pos, length = 0, len(text)
         try:
@@ -347,12 +373,12 @@ class Engine:
     def _parse_stream(self, text: str) -> Any:
         """:meth:`parse` through the postlexer: tokens from :meth:`_tokens`, filtered by ``postlex.process``."""
         actions, gotos, rules = self.actions, self.gotos, self.rules
-        states: List[int] = [self.start_state]
-        values: List[Any] = []
-        tokens = self.postlex.process(self._tokens(text, states))
+        states: list[int] = [self.start_state]
+        values: list[Any] = []
+        tokens = self.postlex.process(self._tokens(text, states))  # type: ignore[union-attr]  # parse() comes here only with a postlexer
         end = Token(_END, "", len(text), len(text))
         end_state = self.end_state
-        token: Optional[Token] = None
+        token: Token | None = None
         try:
             for token in chain(tokens, (end,)):
                 kind = token.type
@@ -383,11 +409,11 @@ class Engine:
             raise Failure(e.pos, e.token, states, values, e.allowed) from None
         raise Failure(len(text), end, states, values, actions[states[-1]])  # pragma: no cover - see "shift"
 
-    def accepts(self, states: Sequence[int]) -> frozenset:
+    def accepts(self, states: Sequence[int]) -> frozenset[str]:
         """The terminals the parser in ``states`` would shift next, after whatever reductions they need (LALR
         tables list look-aheads that a merged state cannot really take; this simulates the reductions on a copy
         of the state stack, running no callbacks)."""
-        accepted = set()
+        accepted: set[str] = set()
         for kind in self.actions[states[-1]]:
             stack = list(states)
             while True:
@@ -419,15 +445,15 @@ class Engine:
 # build) triple (the size negated, to slice the stacks with), a shift as the target state.
 
 
-def _steps(actions: Sequence[Dict[str, int]], gotos: Sequence[Dict[str, int]], rules: Sequence[Any],
-           end_state: int) -> Tuple[Dict[str, Any], ...]:
+def _steps(actions: Sequence[dict[str, int]], gotos: Sequence[dict[str, int]], rules: Sequence[Any],
+           end_state: int) -> tuple[dict[str, Any], ...]:
     """The actions of each state as :meth:`Engine.parse` runs them (Note [folded unit reductions]). Written
     without helper functions (see _Scanner)."""
     # the origin of each unit reduction (a ?rule over one symbol: no value built), by action
     unit = {~i: origin for i, (_, origin, build) in enumerate(rules) if build is None}
     steps = []
     for row in actions:
-        step: Dict[str, Any] = {}
+        step: dict[str, Any] = {}
         for kind, action in row.items():
             if action >= 0:
                 step[kind] = action
@@ -453,12 +479,13 @@ def _steps(actions: Sequence[Dict[str, int]], gotos: Sequence[Dict[str, int]], r
     return tuple(steps)
 
 
-def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]], bool], callbacks: Any):
+def _bind(rule: tuple[str, int, str, bool, tuple[tuple[int, bool], ...] | None, bool], callbacks: object) -> _Rule:
     """(size, origin, build) for one rule of the tables: ``build`` maps the rule's children (as popped from the
     value stack) to its value, or is None for a pass-through ``?rule`` over one symbol."""
     origin, size, name, expand1, keep, inline = rule
     if expand1 and size == 1 and keep is None:
         return size, origin, None
+    method: _Build | None
     if inline:  # a _rule: its value is its filtered children, spliced into the parent
         method = None
     else:
@@ -478,7 +505,7 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
             if len(plain) == 1:
                 last = plain[0]
 
-                def build(children: list) -> Any:
+                def build(children: list[Any]) -> Any:
                     kept = children[0]
                     kept.append(children[last])
                     return kept
@@ -486,7 +513,7 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
             else:
                 first_kept, last = plain
 
-                def build(children: list) -> Any:
+                def build(children: list[Any]) -> Any:
                     kept = children[0]
                     kept.append(children[first_kept])
                     kept.append(children[last])
@@ -494,23 +521,25 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
 
             return size, origin, build
         if not inline and not spliced:  # filtered tokens dropped
+            assert method is not None  # (not inline)
             if len(plain) == 1:
                 only = plain[0]
 
-                def build(children: list) -> Any:
+                def build(children: list[Any]) -> Any:
                     return method([children[only]])
 
             else:
                 pick = itemgetter(*plain)
 
-                def build(children: list) -> Any:
+                def build(children: list[Any]) -> Any:
                     return method(list(pick(children)))
 
             return size, origin, build
         if not inline and spliced == [keep[-1][0]] and plain == [0]:  # `rule: item _items`
+            assert method is not None  # (not inline)
             tail = spliced[0]
 
-            def build(children: list) -> Any:
+            def build(children: list[Any]) -> Any:
                 kept = [children[0]]
                 kept += children[tail]
                 return method(kept)
@@ -519,11 +548,11 @@ def _bind(rule: Tuple[str, int, str, bool, Optional[Tuple[Tuple[int, bool], ...]
     if inline and keep is None:  # the first item of a `_items` list: the list is the children as they are
         return size, origin, list
 
-    def build(children: list) -> Any:
+    def build(children: list[Any]) -> Any:  # type: ignore[no-redef]  # the general case, after the special ones above
         if keep is not None:
             # A spliced _rule's list is used by nothing else: the first one is extended in place, so that a
             # left-recursive rule costs one append per item, not a copy of the items so far.
-            kept: Optional[list] = None
+            kept: list[Any] | None = None
             for index, splice in keep:
                 if splice:
                     if kept is None:
