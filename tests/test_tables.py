@@ -139,3 +139,47 @@ def test_treespec_engine_agrees_with_lark() -> None:
     texts += _mutants(texts, MUTANTS, seed=3)
     tally = _compare("treespec_name", texts)
     assert tally["tree"] > 300 and tally["token"] > 500 and tally["char"] > 100, tally
+
+
+def _type_info_texts() -> list[str]:
+    texts = _read_texts(ROOT / "tests" / "corpus" / "type_info", (".ti",))
+    texts += _read_texts(ROOT / "tests" / "corpus" / "regressions" / "type_info", ())
+    texts += _read_texts(ROOT / "fuzz" / "corpus" / "type_info", ())
+    return sorted({t.rstrip("\n") for t in texts})
+
+
+def test_type_info_engine_agrees_with_lark() -> None:
+    texts = _type_info_texts()
+    assert len(texts) > 100
+    texts += _mutants(texts, MUTANTS, seed=4)
+    tally = _compare("type_info", texts)
+    assert tally["tree"] > 1000 and tally["token"] > 1000 and tally["char"] > 5, tally
+
+
+# Structure descriptions (the input of `pbp-serialize name encode`): every rule, key kind and separator, with
+# whitespace, and the valid and invalid cases of tests/cli/test_structure.py.
+STRUCTURES = [
+    "*", "(*)", "()", "(*,)", "(*, *)", "(*, *,)", "[]", "[*]", "[*, [*],]", "{}", "{'a': *}", '{"a": *, }',
+    "((*, *), {'a': *})", '{"x y": *, 0: *, -7: [*], None: (), True: {}, False: [*, *]}',
+    "{'it\\'s': *, '\\u00e9': *, '\\n': *}", "OrderedDict({'b': *, 'a': *})", "OrderedDict()", "OrderedDict({})",
+    " [ *\n, * ] ", "\t(\r\n*\n,\n)\n", "[[[[*]]]]", "((((*))))", "{1: {2: {3: (*, [*, {'k': *}])}}}",
+    "{'a': *, 'a': *}", "{True: *, 1: *}", "(*, *", "[*, *,,]", "{'a' *}", "{a: *}", "OrderedDict(*)", "{-'a': *}",
+    "(* *)", "*,", "'a'", "01", "{01: *}", "{'a\n': *}", "x", "#", "[*]]", "",
+]
+
+
+def _structure_texts() -> list[str]:
+    spec = importlib.util.spec_from_file_location("_structure_cases", ROOT / "tests" / "cli" / "test_structure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    texts = STRUCTURES + [case[0] for case in module.VALID] + [case[0] for case in module.INVALID]
+    return sorted(set(texts))
+
+
+def test_structure_engine_agrees_with_lark() -> None:
+    # The one grammar with %ignore under a contextual lexer: ignored text between tokens, before a token the state
+    # does not take and before the end must give lark's tokens, positions and expected sets.
+    texts = _structure_texts()
+    texts += _mutants(texts, MUTANTS, seed=5)
+    tally = _compare("structure", texts)
+    assert tally["tree"] > 300 and tally["token"] > 1000 and tally["char"] > 500, tally
