@@ -26,7 +26,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._config import Config, ConfigError, load_config
 from ._progress import Progress
@@ -46,6 +46,16 @@ from ._sources import (
     read_source,
 )
 from .errors import PbpSyntaxError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+
+    import torch
+
+    from ._sources import Suppression
+    from .errors import SchemaError
+    from .schema import FunctionSchema
 
 __all__ = [
     "Finding",
@@ -143,7 +153,7 @@ def _problem_finding(problem: Problem, lines: Sequence[str]) -> Finding:
 @dataclass(slots=True)
 class SiteResult:
     findings: list[Finding]
-    schema: Any = None  # the parsed FunctionSchema, when it parsed
+    schema: FunctionSchema | None = None  # the parsed schema, when it parsed
     skipped: bool = False  # a bare operator name where torch infers the schema (C++ m.def("name", fn))
 
 
@@ -204,7 +214,7 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
     return SiteResult(findings, schema)
 
 
-def _typevar_finding(site: SchemaSite, schema: Any, exc: Any) -> Finding:
+def _typevar_finding(site: SchemaSite, schema: FunctionSchema, exc: SchemaError) -> Finding:
     from ._lint import typevar_at
 
     where = _context_label(site.context)
@@ -386,7 +396,7 @@ def _configured(finding: Finding, options: _Options) -> Finding | None:
 def _apply_suppressions(source: SourceFile, findings: list[Finding], options: _Options) -> list[Finding]:
     if not source.suppressions:
         return findings
-    by_line: dict[int, list[Any]] = {}
+    by_line: dict[int, list[Suppression]] = {}
     for directive in source.suppressions:
         by_line.setdefault(directive.line, []).append(directive)
     used: set[tuple[int, int, str]] = set()
@@ -516,7 +526,7 @@ class TorchSummary:
         return out
 
 
-def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
+def torch_schema_sites() -> list[tuple[torch._C.FunctionSchema, SchemaSite]]:
     """(torch schema, site) for every schema registered in the installed torch, in registry order."""
     import torch
 
@@ -528,7 +538,7 @@ def torch_schema_sites() -> list[tuple[Any, SchemaSite]]:
     ]
 
 
-def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None, severity: dict[str, str] | None = None) -> TorchSummary:
+def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Finding], object] | None = None, severity: dict[str, str] | None = None) -> TorchSummary:
     """Check every schema registered in torch; ``emit(finding)`` is called for each finding."""
     import torch
 
@@ -584,7 +594,7 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Any = None, s
     )
 
 
-def _torch_rejects(torch: Any, text: str) -> str | None:
+def _torch_rejects(torch: ModuleType, text: str) -> str | None:
     """The first line of torch's error when ``torch._C.parse_schema(text)`` fails, else None."""
     try:
         torch._C.parse_schema(text)

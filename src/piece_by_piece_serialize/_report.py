@@ -21,10 +21,13 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from ._rules import RULES
+
+if TYPE_CHECKING:
+    from ._check import Finding
 
 __all__ = ["FORMATS", "Reporter"]
 
@@ -76,7 +79,7 @@ class Reporter:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def finding(self, finding: Any) -> None:
+    def finding(self, finding: Finding) -> None:
         """One finding (a ``_check.Finding``)."""
         if self.fmt == "text":
             from ._check import render_text
@@ -149,7 +152,7 @@ class Reporter:
             physical["region"] = region
         return {"physicalLocation": physical}
 
-    def _sarif_result(self, finding: Any) -> dict[str, Any]:
+    def _sarif_result(self, finding: Finding) -> dict[str, Any]:
         rule_ids = list(RULES)
         result: dict[str, Any] = {
             "ruleId": finding.code,
