@@ -175,7 +175,7 @@ def _find(start: str) -> tuple[str, dict[str, Any]] | None:
         folder = parent
 
 
-def _patterns(path: str, key: str, value: Any, root: str) -> tuple[Glob, ...]:
+def _patterns(path: str, key: str, value: object, root: str) -> tuple[Glob, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: [{TABLE}] {key} must be a list of strings (glob patterns)")
     try:
@@ -184,7 +184,7 @@ def _patterns(path: str, key: str, value: Any, root: str) -> tuple[Glob, ...]:
         raise ConfigError(f"{path}: [{TABLE}] {key}: {exc}") from None
 
 
-def _severity(path: str, value: Any) -> dict[str, str]:
+def _severity(path: str, value: object) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ConfigError(f"{path}: [{TABLE}] severity must be a table of rule = \"error\" | \"warning\" | \"note\" | \"off\"")
     out: dict[str, str] = {}

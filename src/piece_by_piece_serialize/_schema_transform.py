@@ -1261,7 +1261,7 @@ def _schema(name: OperatorName, params: _Params, returns: tuple[Return, ...], va
     return FunctionSchema(name, arguments, tuple(returns), vararg, varret)
 
 
-def _params_of(child: Any) -> tuple[tuple[Argument, ...], bool]:
+def _params_of(child: _Params | Token) -> _Params:
     # `params?` is absent for "()": the child in its place is then the RPAR token.
     return child if isinstance(child, tuple) else ((), False)
 
