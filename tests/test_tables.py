@@ -14,6 +14,7 @@ import importlib.util
 import random
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -45,18 +46,23 @@ def test_stale_tables_are_rebuilt_from_the_grammar(monkeypatch: pytest.MonkeyPat
 # Engine == lark (the comparison is the one of the differential fuzz harness, fuzz/fuzz_engine.py)
 
 
-def _harness():
-    spec = importlib.util.spec_from_file_location("fuzz_engine", ROOT / "fuzz" / "fuzz_engine.py")
+def _load_module(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_engine", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def _harness() -> ModuleType:
+    return _load_module("fuzz_engine", ROOT / "fuzz" / "fuzz_engine.py")
 
 
 def _mutants(texts: list[str], count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     texts = [t for t in texts if 0 < len(t) <= 2000]  # lark's accepts() copies its stacks for every terminal
-    alphabet = sorted(set("".join(texts))) + ["\n", "\\", "'", "\x00", "é"]
+    alphabet = [*sorted(set("".join(texts))), "\n", "\\", "'", "\x00", "é"]
     out = []
     for _ in range(count):
         text = rng.choice(texts)
@@ -82,7 +88,7 @@ def _read_texts(folder: Path, suffixes: tuple[str, ...]) -> list[str]:
     return texts
 
 
-def _compare(name: str, texts: list[str]) -> dict:
+def _compare(name: str, texts: list[str]) -> dict[str, int]:
     harness = _harness()
     tally = {"tree": 0, "token": 0, "char": 0}
     mismatches = []
@@ -127,7 +133,7 @@ def test_treespec_engine_agrees_with_lark() -> None:
     # Imported under the name the TreeSpec tests use: a second copy of the module would register its types twice.
     if str(ROOT / "tests" / "treespec") not in sys.path:
         sys.path.insert(0, str(ROOT / "tests" / "treespec"))
-    from corpus_inputs import build_corpus  # realistic inputs of the TreeSpec tests
+    from corpus_inputs import build_corpus  # type: ignore[import-not-found]  # realistic inputs of the TreeSpec tests
 
     from piece_by_piece_serialize import tree_spec_as_name
 
@@ -169,9 +175,7 @@ STRUCTURES = [
 
 
 def _structure_texts() -> list[str]:
-    spec = importlib.util.spec_from_file_location("_structure_cases", ROOT / "tests" / "cli" / "test_structure.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_module("_structure_cases", ROOT / "tests" / "cli" / "test_structure.py")
     texts = STRUCTURES + [case[0] for case in module.VALID] + [case[0] for case in module.INVALID]
     return sorted(set(texts))
 

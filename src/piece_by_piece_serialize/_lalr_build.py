@@ -25,12 +25,12 @@ import importlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 from ._grammar import build_parser, grammar_text
 
 # The grammars run by the engine, with the lark options that shape their tables.
-GRAMMARS: Dict[str, Dict[str, Any]] = {
+GRAMMARS: dict[str, dict[str, Any]] = {
     "schema": {"lexer": "basic", "always_accept": ("NEWLINE",)},
     "treespec_name": {"lexer": "contextual", "always_accept": ()},
     "type_info": {"lexer": "contextual", "always_accept": ()},
@@ -50,7 +50,7 @@ def grammar_sha256(name: str) -> str:
 class _KeepNewlines:
     """A postlexer that changes nothing: lark keeps the terminals it names in the lexer even when no rule uses them."""
 
-    def __init__(self, always_accept: Tuple[str, ...]) -> None:
+    def __init__(self, always_accept: tuple[str, ...]) -> None:
         self.always_accept = always_accept
 
     def process(self, stream: Any) -> Any:
@@ -76,24 +76,26 @@ class _KeepNewlines:
 
 _ANY = None
 _ALL = "all"
-_UNIVERSAL = (True, {_ANY: [True, _ALL]})  # what a terminal we cannot read may match
-_EMPTY = (True, {})
+# A prefix set: (whether the pattern matches the empty string, {first character or _ANY: [whether a match may end
+# after it, its second characters (a set, or _ALL)]}).
+_Prefixes = tuple[bool, dict[Any, list[Any]]]
+_UNIVERSAL: _Prefixes = (True, {_ANY: [True, _ALL]})  # what a terminal we cannot read may match
+_EMPTY: _Prefixes = (True, {})
 
 
-def _sre():
-    try:
-        from re import _constants as constants, _parser as parser  # Python >= 3.11
+def _sre() -> tuple[Any, Any]:
+    """Python's own parser of regular expressions and its constants."""
+    try:  # Python >= 3.11
+        return importlib.import_module("re._parser"), importlib.import_module("re._constants")
     except ImportError:  # pragma: no cover - Python 3.10
-        import sre_constants as constants  # type: ignore[no-redef]
-        import sre_parse as parser  # type: ignore[no-redef]
-    return parser, constants
+        return importlib.import_module("sre_parse"), importlib.import_module("sre_constants")
 
 
 class _Unreadable(Exception):
     """A regular expression construct that _prefixes does not model."""
 
 
-def _starts(p: tuple) -> Any:
+def _starts(p: _Prefixes) -> Any:
     """The first characters of a prefix set, as a set of second characters of what precedes it."""
     return _ALL if _ANY in p[1] else set(p[1])
 
@@ -102,7 +104,7 @@ def _union_seconds(a: Any, b: Any) -> Any:
     return _ALL if a is _ALL or b is _ALL else a | b
 
 
-def _union(a: tuple, b: tuple) -> tuple:
+def _union(a: _Prefixes, b: _Prefixes) -> _Prefixes:
     firsts = {c: list(v) for c, v in a[1].items()}
     for c, (ends, seconds) in b[1].items():
         mine = firsts.get(c)
@@ -113,7 +115,7 @@ def _union(a: tuple, b: tuple) -> tuple:
     return (a[0] or b[0], firsts)
 
 
-def _concat(a: tuple, b: tuple) -> tuple:
+def _concat(a: _Prefixes, b: _Prefixes) -> _Prefixes:
     starts = _starts(b)
     firsts = {}
     for c, (ends, seconds) in a[1].items():
@@ -124,10 +126,11 @@ def _concat(a: tuple, b: tuple) -> tuple:
     return _union(joined, (False, b[1])) if a[0] else joined
 
 
-def _prefixes(items: Any, c: Any) -> tuple:
+def _prefixes(items: Any, c: Any) -> _Prefixes:
     """The prefix set of the parsed pattern ``items`` (see above)."""
     result = _EMPTY
     for op, av in items:
+        step: _Prefixes
         if op is c.LITERAL:
             step = (False, {chr(av): [True, set()]})
         elif op is c.IN:
@@ -172,7 +175,7 @@ def _prefixes(items: Any, c: Any) -> tuple:
     return result
 
 
-def _terminal_prefixes(regexp: str) -> tuple:
+def _terminal_prefixes(regexp: str) -> _Prefixes:
     parser, constants = _sre()
     try:
         parsed = parser.parse(regexp)
@@ -183,7 +186,7 @@ def _terminal_prefixes(regexp: str) -> tuple:
         return _UNIVERSAL
 
 
-def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> Tuple[Tuple[str, Any], ...]:
+def _dispatch(order: tuple[tuple[str, str], ...], literals: dict[str, str]) -> tuple[tuple[str, Any], ...]:
     """The dispatch of one scanner (Note [first-character dispatch]): ``(characters, entry)`` pairs, where an entry
     is a terminal name (a literal: the only candidate, spelled out by the dispatched characters), a tuple of
     terminal names (the candidates, in the scanner's order) or a dict from second characters to entries."""
@@ -201,7 +204,7 @@ def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> T
                 out = _ALL if ends else _union_seconds(out, following)
         return out
 
-    def entry(chars: str, candidates: List[int]) -> Any:
+    def entry(chars: str, candidates: list[int]) -> Any:
         if len(candidates) == 1:
             name = order[candidates[0]][0]
             literal = literals.get(name)
@@ -209,15 +212,15 @@ def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> T
                 return name
         return tuple(order[i][0] for i in candidates)
 
-    def grouped(pairs: List[Tuple[str, Any]]) -> Any:
-        groups: Dict[Any, str] = {}
+    def grouped(pairs: list[tuple[str, Any]]) -> Any:
+        groups: dict[Any, str] = {}
         for ch, spec in pairs:
             key = tuple(sorted(spec.items())) if isinstance(spec, dict) else spec
             groups[key] = groups.get(key, "") + ch
         by_key = {tuple(sorted(spec.items())) if isinstance(spec, dict) else spec: spec for _, spec in pairs}
         return [(chars, by_key[key]) for key, chars in groups.items()]
 
-    first: List[Tuple[str, Any]] = []
+    first: list[tuple[str, Any]] = []
     for code in range(128):
         c1 = chr(code)
         one = [i for i, (nullable, firsts) in enumerate(sets) if nullable or c1 in firsts or _ANY in firsts]
@@ -227,11 +230,11 @@ def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> T
         if len(one) > 1 and any(f is not _ALL for f in follow):
             # "" holds the entry for any other second character (and for none, at the end of the text): the
             # candidates that may be followed by anything
-            always = [i for i, f in zip(one, follow) if f is _ALL]
+            always = [i for i, f in zip(one, follow, strict=True) if f is _ALL]
             default = entry(c1, always) if always else None
             second = [("", default)]
             for c2 in sorted(set().union(*(f for f in follow if f is not _ALL))):
-                spec = entry(c1 + c2, [i for i, f in zip(one, follow) if f is _ALL or c2 in f])
+                spec = entry(c1 + c2, [i for i, f in zip(one, follow, strict=True) if f is _ALL or c2 in f])
                 if spec != default:
                     second.append((c2, spec))
             first.append((c1, dict(grouped(second))))
@@ -240,10 +243,10 @@ def _dispatch(order: Tuple[Tuple[str, str], ...], literals: Dict[str, str]) -> T
     return tuple(grouped(first))
 
 
-def _scanner(terminals: List[Any]) -> Tuple[Any, ...]:
+def _scanner(terminals: list[Any]) -> tuple[Any, ...]:
     terminals = sorted(terminals, key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name))
     strings = [t for t in terminals if t.pattern.type == "str"]
-    keywords: Dict[str, Dict[str, str]] = {}
+    keywords: dict[str, dict[str, str]] = {}
     absorbed = set()
     for rt in terminals:
         if rt.pattern.type != "re":
@@ -263,11 +266,13 @@ def _scanner(terminals: List[Any]) -> Tuple[Any, ...]:
     return order, keywords, _dispatch(order, literals)
 
 
-def build_tables(name: str) -> Dict[str, Any]:
+def build_tables(name: str) -> dict[str, Any]:
     """The tables of ``grammars/<name>.lark`` as plain data (see the module docstring)."""
+    from lark.grammar import Terminal  # building tables needs lark; running them does not
+
     options = GRAMMARS[name]
     always_accept = options["always_accept"]
-    lark_options: Dict[str, Any] = {"lexer": options["lexer"], "maybe_placeholders": False}
+    lark_options: dict[str, Any] = {"lexer": options["lexer"], "maybe_placeholders": False}
     if always_accept:
         lark_options["postlex"] = _KeepNewlines(always_accept)
     parser = build_parser(name, **lark_options)
@@ -289,11 +294,11 @@ def build_tables(name: str) -> Dict[str, Any]:
         queue.append(old_end)
 
     rule_index = {rule: i for i, rule in enumerate(parser.rules)}
-    actions: List[Dict[str, int]] = []
-    gotos: List[Dict[str, int]] = []
+    actions: list[dict[str, int]] = []
+    gotos: list[dict[str, int]] = []
     for old in queue:
-        acts: Dict[str, int] = {}
-        goes: Dict[str, int] = {}
+        acts: dict[str, int] = {}
+        goes: dict[str, int] = {}
         for symbol in sorted(table.states.get(old, {})):
             action, arg = table.states[old][symbol]
             if action.name == "Shift":
@@ -308,7 +313,7 @@ def build_tables(name: str) -> Dict[str, Any]:
         keep = [
             (i, (not sym.is_term) and sym.name.startswith("_"))
             for i, sym in enumerate(rule.expansion)
-            if not (sym.is_term and sym.filter_out) or rule.options.keep_all_tokens
+            if not (isinstance(sym, Terminal) and sym.filter_out) or rule.options.keep_all_tokens
         ]
         trivial = len(keep) == len(rule.expansion) and not any(splice for _, splice in keep)
         rules.append(
@@ -329,10 +334,10 @@ def build_tables(name: str) -> Dict[str, Any]:
     # root scanner that is then tried for the error's token (as lark tries its root lexer) finds a real token or
     # nothing, as lark's does. tests/test_tables.py checks this against lark on the structure grammar.
     extra = set(ignore) | set(always_accept)
-    scanners: List[Any] = [_scanner(list(by_name.values()))]
+    scanners: list[Any] = [_scanner(list(by_name.values()))]
     scanner_of_state = [0] * len(queue)
     if options["lexer"] == "contextual":
-        seen: Dict[frozenset, int] = {}
+        seen: dict[frozenset[str], int] = {}
         for new, acts in enumerate(actions):
             accepts = frozenset(n for n in acts if n in by_name) | extra
             if accepts not in seen:
@@ -356,7 +361,7 @@ def build_tables(name: str) -> Dict[str, Any]:
     }
 
 
-def render(name: str, tables: Dict[str, Any]) -> str:
+def render(name: str, tables: dict[str, Any]) -> str:
     """The text of the generated module for ``tables``."""
     import pprint  # only when writing tables: a parse should not pay for it
 
@@ -377,9 +382,10 @@ def module_path(name: str) -> Path:
     return _TABLES_DIR / f"{name}.py"
 
 
-def load(name: str) -> Dict[str, Any]:
+def load(name: str) -> dict[str, Any]:
     """The tables for ``grammars/<name>.lark``: the generated module when its stamp matches the grammar file,
     else freshly built from the grammar (with lark)."""
+    tables: dict[str, Any] | None
     try:
         tables = importlib.import_module(f"{__package__}._tables.{name}").TABLES
     except ImportError:
@@ -389,7 +395,7 @@ def load(name: str) -> Dict[str, Any]:
     return tables
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     names = argv or sorted(GRAMMARS)
     for name in names:
         path = module_path(name)

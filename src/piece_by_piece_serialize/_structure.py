@@ -16,7 +16,8 @@ from __future__ import annotations
 import collections
 import threading
 import types
-from typing import Any, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
@@ -30,7 +31,7 @@ LEAF = 0
 # Deeper descriptions are refused up front: tree_flatten needs a few Python frames per level.
 MAX_DEPTH = 100
 
-_engine: Optional[Engine] = None
+_engine: Engine | None = None
 _lock = threading.Lock()
 # How each terminal is named in error messages.
 _TERMINAL_TEXT = {
@@ -128,7 +129,7 @@ def _make_callbacks() -> dict[str, Any]:
     def none_key(children: list[Token]) -> tuple[Any, int]:
         return None, children[0].start_pos
 
-    def start(children: list[Any]) -> _Built:
+    def start(children: list[_Built]) -> _Built:
         return children[0]
 
     return {
@@ -163,7 +164,7 @@ def _get_engine() -> Engine:
     return engine
 
 
-def _describe(names: Any) -> str:
+def _describe(names: Iterable[str]) -> str:
     shown = sorted({_TERMINAL_TEXT.get(n, n) for n in names})
     if not shown:
         return "nothing"

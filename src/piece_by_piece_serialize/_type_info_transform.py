@@ -15,9 +15,11 @@ part fails first (the checks run during the parse): the text is then parsed agai
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 from . import type_info as ti
+from ._cache_kinds import STATE_PARAMS
 from ._lalr import Engine, Failure, Token
 from ._lalr_build import load
 from .errors import TreeSpecNameError
@@ -66,7 +68,7 @@ def _layers_limit(n: int, pos: int) -> None:
         )
 
 
-_Param = tuple[str, Optional[int], int]  # a parameter's letter, its number and the letter's offset
+_Param = tuple[str, int | None, int]  # a parameter's letter, its number and the letter's offset
 _Body = tuple[list[_Param], tuple[ti.LayerRun, ...]]  # a layer list: options group, layers
 _Group = tuple[int, ti.LayerInfo, int]  # a layer group: its count, its layer and its offset
 
@@ -124,7 +126,7 @@ class _ToAst:
         params: list[_Param] = c[1:]
         try:
             return ti.LinearState._of_params(ti._normalise_params(
-                [(letter, value) for letter, value, _ in params], ti.STATE_PARAMS, "a recurrent state 's'"
+                [(letter, value) for letter, value, _ in params], STATE_PARAMS, "a recurrent state 's'"
             ))
         except ValueError as err:
             raise _SemanticError(str(err), head.start_pos) from None
@@ -356,7 +358,7 @@ def parse(text: str) -> ti.TypeInfo:
     except Failure as err:
         raise _syntax_error(text, err, engine) from None
     except (_SemanticError, TreeSpecNameError) as err:
-        semantic: Union[_SemanticError, TreeSpecNameError] = err
+        semantic: _SemanticError | TreeSpecNameError = err
     shapes = _engine("shapes")
     try:
         shapes.parse(text)

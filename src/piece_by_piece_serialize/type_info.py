@@ -18,11 +18,12 @@ points. Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Optional, Union
+from typing import Any
 
-from ._cache_kinds import CACHE_OPTIONS, STATE_PARAMS, LayerKind, Param, cache_kind, cache_kinds, layer_kind, layer_kinds
+from ._cache_kinds import CACHE_OPTIONS, LayerKind, Param, cache_kind, cache_kinds, layer_kind, layer_kinds
 from .errors import TreeSpecNameError
 
 __all__ = [
@@ -160,7 +161,7 @@ class TensorDictInfo(TypeInfo):
         return f"dict__{len(self.keys)}_{'__'.join(self.keys)}"
 
 
-_ParamValues = tuple[tuple[str, Optional[int]], ...]
+_ParamValues = tuple[tuple[str, int | None], ...]
 
 
 def _normalise_params(params: Iterable[tuple[str, int | None]], allowed: tuple[Param, ...], what: str) -> _ParamValues:
@@ -412,7 +413,7 @@ class EncoderDecoderCacheInfo(TypeInfo):
         return f"EncoderDecoderCache__{a}__{b}"
 
 
-AnyCacheInfo = Union[CacheInfo, EncoderDecoderCacheInfo]
+AnyCacheInfo = CacheInfo | EncoderDecoderCacheInfo
 
 
 @dataclass(frozen=True, slots=True)
