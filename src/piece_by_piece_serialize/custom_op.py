@@ -68,8 +68,9 @@ Dtypes and devices are those recorded.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _caches
 from .serialize import deserialize_args, serialize_args, type_as_str_with_info
@@ -92,31 +93,31 @@ class CustomOpError(TypeError):
 class _Call:
     """The structure of one kind of call (Note [call keys]) and what the eager calls taught about it."""
 
-    kinds: Tuple[str, ...]  # type-info string of each argument: positional ones, then keyword ones
+    kinds: tuple[str, ...]  # type-info string of each argument: positional ones, then keyword ones
     n_positional: int
-    keywords: Tuple[str, ...]
-    constants: Dict[int, Any]  # flat index -> non-tensor item
+    keywords: tuple[str, ...]
+    constants: dict[int, Any]  # flat index -> non-tensor item
     n_flat: int
-    caches: Tuple[int, ...]  # which arguments are caches (written back)
-    cache_tensors: frozenset  # which of the call's tensors belong to them
-    out_kinds: Optional[Tuple[str, ...]] = None  # the output's type-info string, then each cache's after the call
-    out_constants: Dict[int, Any] = field(default_factory=dict)
+    caches: tuple[int, ...]  # which arguments are caches (written back)
+    cache_tensors: frozenset[int]  # which of the call's tensors belong to them
+    out_kinds: tuple[str, ...] | None = None  # the output's type-info string, then each cache's after the call
+    out_constants: dict[int, Any] = field(default_factory=dict)
     out_n_flat: int = 0
-    out_aliases: Tuple[Tuple[Any, int], ...] = ()  # where the output holds cache argument i itself (Note [write back])
-    out_dtypes: Tuple[Any, ...] = ()
-    out_devices: Tuple[Any, ...] = ()
-    shapes: List[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]] = field(default_factory=list)
-    rules: Optional[List[List["_Rule"]]] = None
+    out_aliases: tuple[tuple[Any, int], ...] = ()  # where the output holds cache argument i itself (Note [write back])
+    out_dtypes: tuple[Any, ...] = ()
+    out_devices: tuple[Any, ...] = ()
+    shapes: list[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = field(default_factory=list)
+    rules: list[list[_Rule]] | None = None
 
 
-_Rule = Tuple[str, Tuple[Any, ...]]  # ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
+_Rule = tuple[str, tuple[Any, ...]]  # ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
 
 
 def _scalar_ok(x: Any) -> bool:
     return x is None or type(x) in (bool, int, float, str)
 
 
-def _split(flat: Sequence[Any], tensors: List[Any], constants: Dict[int, Any], offset: int, what: str) -> None:
+def _split(flat: Sequence[Any], tensors: list[Any], constants: dict[int, Any], offset: int, what: str) -> None:
     """Sort the flat items of one value into tensors and constants (Note [call keys])."""
     import torch
 
@@ -134,26 +135,26 @@ def _split(flat: Sequence[Any], tensors: List[Any], constants: Dict[int, Any], o
             raise CustomOpError(f"{what} holds a {type(item).__qualname__}, which a custom operator cannot carry")
 
 
-def _kind_and_flat(value: Any, what: str) -> Tuple[str, Sequence[Any]]:
+def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
     """The type-info string of ``value`` and its flat items; a cache is described once for both."""
     import torch
 
     if _caches.is_cache(value):
         info = _caches.describe(value, what)
         return str(info), _caches.flatten(value, info)
-    flat = serialize_args((value,), None, None)
+    flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
     return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
 
 
-def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[_Call, List[Any], str]:
+def _describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[_Call, list[Any], str]:
     """The call's structure, its tensors, and its key (Note [call keys])."""
     values = [*args, *kwargs.values()]
     names = [f"positional argument {i}" for i in range(len(args))] + [f"argument {k!r}" for k in kwargs]
     kinds = []
-    tensors: List[Any] = []
-    constants: Dict[int, Any] = {}
-    caches: List[int] = []
-    cache_tensors: List[int] = []
+    tensors: list[Any] = []
+    constants: dict[int, Any] = {}
+    caches: list[int] = []
+    cache_tensors: list[int] = []
     n_flat = 0
     for i, value in enumerate(values):
         kind, flat = _kind_and_flat(value, f"{op}: {names[i]}")
@@ -174,7 +175,7 @@ def _describe_call(op: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Tupl
     return call, tensors, key
 
 
-def _merge(tensors: Sequence[Any], constants: Dict[int, Any], n_flat: int) -> List[Any]:
+def _merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> list[Any]:
     it = iter(tensors)
     return [constants[i] if i in constants else next(it) for i in range(n_flat)]
 
@@ -182,11 +183,13 @@ def _merge(tensors: Sequence[Any], constants: Dict[int, Any], n_flat: int) -> Li
 class _Op:
     """The operator of one wrapped module: its library, its table of calls, its real and fake kernels."""
 
-    def __init__(self, module: Any, qualname: str, fake: Optional[Callable[..., Any]]) -> None:
+    signature: inspect.Signature  # of the wrapper's bound forward, set by as_custom_op once the wrapper exists
+
+    def __init__(self, module: Any, qualname: str, fake: Callable[..., Any] | None) -> None:
         import torch
 
-        from .schema import parse_operator_name
         from .errors import SchemaError
+        from .schema import parse_operator_name
 
         try:
             name = parse_operator_name(qualname)
@@ -199,33 +202,34 @@ class _Op:
         self.qualname = qualname
         self.run: Callable[..., Any] = module.forward
         self.fake_fn = fake
-        self.calls: Dict[str, _Call] = {}
+        self.calls: dict[str, _Call] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
-        self.results: List[Tuple[List[Any], Tuple[Any, ...]]] = []
-        self.lib = torch.library.Library(name.namespace, "FRAGMENT")
-        self.lib.define(f"{name.name}(Tensor[] tensors, str call) -> Tensor[]")
-        self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")
+        self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
+        # the ignores: torch.library.Library's methods carry no annotations
+        self.lib = torch.library.Library(name.namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
+        self.lib.define(f"{name.name}(Tensor[] tensors, str call) -> Tensor[]")  # type: ignore[no-untyped-call]
+        self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
         torch.library.register_fake(qualname, self._fake, lib=self.lib)
         self.op = getattr(getattr(torch.ops, name.namespace), name.name).default
 
     def close(self) -> None:
-        self.lib._destroy()
+        self.lib._destroy()  # type: ignore[no-untyped-call]  # unannotated in torch
 
     # ---- the kernels -----------------------------------------------------------------------------
 
-    def _call_module(self, fn: Callable[..., Any], call: _Call, tensors: Sequence[Any]) -> Tuple[Any, List[Any]]:
+    def _call_module(self, fn: Callable[..., Any], call: _Call, tensors: Sequence[Any]) -> tuple[Any, list[Any]]:
         """Rebuild the arguments, run ``fn``; the output and the caches as they are after the call."""
         values = deserialize_args(_merge(tensors, call.constants, call.n_flat), list(call.kinds))
         args = values[: call.n_positional]
-        kwargs = dict(zip(call.keywords, values[call.n_positional :]))
+        kwargs = dict(zip(call.keywords, values[call.n_positional :]))  # noqa: B905 - one value per keyword; strict= doubles zip's cost per call
         output = fn(*args, **kwargs)
         return output, [values[i] for i in call.caches]
 
-    def _flat_outputs(self, output: Any, caches: List[Any]) -> Tuple[Tuple[str, ...], List[Any], Dict[int, Any], int]:
+    def _flat_outputs(self, output: Any, caches: list[Any]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int]:
         values = (output, *caches)
         kinds = []
-        tensors: List[Any] = []
-        constants: Dict[int, Any] = {}
+        tensors: list[Any] = []
+        constants: dict[int, Any] = {}
         n_flat = 0
         for i, value in enumerate(values):
             what = "the output" if i == 0 else f"cache argument {i - 1} after the call"
@@ -235,12 +239,12 @@ class _Op:
             n_flat += len(flat)
         return tuple(kinds), tensors, constants, n_flat
 
-    def _real(self, tensors: List[Any], key: str) -> List[Any]:
+    def _real(self, tensors: list[Any], key: str) -> list[Any]:
         call = self._lookup(key)
         versions = [t._version for t in tensors]
         output, caches = self._call_module(self.run, call, tensors)
         kinds, out, constants, n_flat = self._flat_outputs(output, caches)
-        changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]
+        changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]  # noqa: B905 - a version per tensor
         if changed:
             raise CustomOpError(
                 f"{self.qualname}: the module changed input tensor(s) {changed} of the call in place; behind a custom "
@@ -265,7 +269,7 @@ class _Op:
         self.results.append((out, (output, *caches)))
         return out
 
-    def _fake(self, tensors: List[Any], key: str) -> List[Any]:
+    def _fake(self, tensors: list[Any], key: str) -> list[Any]:
         import torch
 
         call = self._lookup(key)
@@ -292,7 +296,7 @@ class _Op:
         sizes = [t.shape for t in tensors]
         return [
             torch.empty(_evaluate(self.qualname, k, rules, sizes), dtype=dtype, device=device)
-            for k, (rules, dtype, device) in enumerate(zip(call.rules, call.out_dtypes, call.out_devices))
+            for k, (rules, dtype, device) in enumerate(zip(call.rules, call.out_dtypes, call.out_devices, strict=False))
         ]
 
     def _lookup(self, key: str) -> _Call:
@@ -309,21 +313,21 @@ class _Op:
 _MAX_CANDIDATES = 32
 
 
-def _learn(op: str, shapes: Sequence[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tuple[int, ...], ...]]]) -> List[List[_Rule]]:
+def _learn(op: str, shapes: Sequence[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]]) -> list[list[_Rule]]:
     """For each output tensor, one rule per dimension, from the recorded calls."""
     ins = [[size for shape in call_in for size in shape] for call_in, _ in shapes]
     where = [(i, d) for i, shape in enumerate(shapes[0][0]) for d in range(len(shape))]
     if any(len(x) != len(where) for x in ins) or len({tuple(len(s) for s in out) for _, out in shapes}) != 1:
         raise CustomOpError(f"{op}: the recorded calls of one structure have tensors of different ranks; pass fake=")
-    by_value: Dict[int, List[int]] = {}
+    by_value: dict[int, list[int]] = {}
     for a, v in enumerate(ins[0]):
         by_value.setdefault(v, []).append(a)
-    rules: List[List[_Rule]] = []
+    rules: list[list[_Rule]] = []
     for k, rank in enumerate(len(s) for s in shapes[0][1]):
-        per_dim: List[_Rule] = []
+        per_dim: list[_Rule] = []
         for d in range(rank):
             target = [out[k][d] for _, out in shapes]
-            dims = [a for a in by_value.get(target[0], ()) if all(x[a] == t for x, t in zip(ins, target))]
+            dims = [a for a in by_value.get(target[0], ()) if all(x[a] == t for x, t in zip(ins, target, strict=False))]
             if dims:
                 per_dim.append(("dim", tuple(where[a] for a in dims[:_MAX_CANDIDATES])))
                 continue
@@ -334,13 +338,13 @@ def _learn(op: str, shapes: Sequence[Tuple[Tuple[Tuple[int, ...], ...], Tuple[Tu
                 (a, b)
                 for a, va in enumerate(ins[0])
                 for b in by_value.get(target[0] - va, ())
-                if a <= b and all(x[a] + x[b] == t for x, t in zip(ins, target))
+                if a <= b and all(x[a] + x[b] == t for x, t in zip(ins, target, strict=False))
             ]
             if sums:
                 per_dim.append(("sum", tuple((where[a], where[b]) for a, b in sums[:_MAX_CANDIDATES])))
                 continue
             plus = [
-                a for a in range(len(where)) if len({t - x[a] for x, t in zip(ins, target)}) == 1
+                a for a in range(len(where)) if len({t - x[a] for x, t in zip(ins, target, strict=False)}) == 1
             ]
             if plus:
                 per_dim.append(("plus", tuple((where[a], target[0] - ins[0][a]) for a in plus[:_MAX_CANDIDATES])))
@@ -374,7 +378,7 @@ def _value(kind: str, cand: Any, sizes: Sequence[Any]) -> Any:
     return sizes[i][d] + c
 
 
-def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> List[Any]:
+def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> list[Any]:
     from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
 
     shape = []
@@ -385,7 +389,7 @@ def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> 
                 "calls; pass fake= to as_custom_op"
             )
         values = [_value(kind, c, sizes) for c in cands]
-        for c, v in zip(cands[1:], values[1:]):
+        for c, v in zip(cands[1:], values[1:], strict=False):
             if statically_known_true(values[0] == v):
                 continue
             if not isinstance(values[0], int) and not isinstance(v, int) and optimization_hint(values[0]) == optimization_hint(v):
@@ -393,7 +397,7 @@ def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> 
                 # inputs): say so to the tracer, which fails if the user declared them independent.
                 import torch
 
-                torch._check(values[0] == v)
+                torch._check(values[0] == v)  # type: ignore[no-untyped-call]  # unannotated in torch
             else:
                 raise CustomOpError(
                     f"{op}: output tensor {k} dim {d} cannot be derived: in every recorded call it equals both "
@@ -407,12 +411,12 @@ def _evaluate(op: str, k: int, rules: Sequence[_Rule], sizes: Sequence[Any]) -> 
 # --------------------------------------------------------------------------------------------------
 # the wrapper module
 
-_WRAPPER_CLASSES: Dict[type, type] = {}
+_WRAPPER_CLASSES: dict[type, type[torch.nn.Module]] = {}
 # Module attributes that are dicts owned by one module: the wrapper gets its own copies (same values).
 _OWN_DICTS = ("_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_forward_hooks", "_forward_pre_hooks")
 
 
-def _wrapper_class(cls: type) -> type:
+def _wrapper_class(cls: type[torch.nn.Module]) -> type[torch.nn.Module]:
     sub = _WRAPPER_CLASSES.get(cls)
     if sub is not None:
         return sub
@@ -422,13 +426,13 @@ def _wrapper_class(cls: type) -> type:
 
     forward.__signature__ = inspect.signature(cls.forward)  # type: ignore[attr-defined]
     forward.__doc__ = cls.forward.__doc__
-    sub = type(f"{cls.__name__}AsCustomOp", (cls,), {"forward": forward, "__module__": cls.__module__})
+    sub = cast("type[torch.nn.Module]", type(f"{cls.__name__}AsCustomOp", (cls,), {"forward": forward, "__module__": cls.__module__}))
     sub.__qualname__ = f"{cls.__qualname__}AsCustomOp"
     _WRAPPER_CLASSES[cls] = sub
     return sub
 
 
-def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # A TypeError for a bad call, as the module's own forward gives. The call itself keeps the caller's split
     # between positional and keyword arguments: decorated forwards (transformers' output capturing) read
     # some arguments from **kwargs, and a keyword turned positional would reach them twice.
@@ -439,13 +443,13 @@ def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     if known.out_kinds is None:  # pragma: no cover - both kernels fill it or raise
         raise CustomOpError(f"{op.qualname}: the operator returned without an output structure")
     kept = op.results.pop() if op.results else None
-    if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):
+    if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):  # noqa: B905 - lengths compared first
         # Note [eager results]: the very objects the kernel made from these tensors
         values = kept[1]
     else:
         values = deserialize_args(_merge(out, known.out_constants, known.out_n_flat), list(known.out_kinds))
     given = [*args, *kwargs.values()]
-    for i, new in zip(known.caches, values[1:]):
+    for i, new in zip(known.caches, values[1:]):  # noqa: B905 - a new state per cache; strict= doubles zip's cost per call
         _caches.write_back(given[i], new)
     output = values[0]
     for where, i in known.out_aliases:
@@ -453,10 +457,10 @@ def _forward(op: _Op, module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     return output
 
 
-def _aliases(output: Any, caches: Sequence[Any]) -> Tuple[Tuple[Any, int], ...]:
+def _aliases(output: Any, caches: Sequence[Any]) -> tuple[tuple[Any, int], ...]:
     """Where ``output`` is, or directly holds, one of the cache arguments (a layer returning the cache it was
     given, a ModelOutput's ``cache``): ``(None, i)`` or ``((key or index), i)``, one level deep."""
-    found: List[Tuple[Any, int]] = []
+    found: list[tuple[Any, int]] = []
     for i, cache in enumerate(caches):
         if output is cache:
             found.append((None, i))
@@ -491,7 +495,7 @@ def is_custom_op_module(module: Any) -> bool:
     return "_pbp_op" in getattr(module, "__dict__", {})
 
 
-def as_custom_op(module: "torch.nn.Module", qualname: str, *, fake: Optional[Callable[..., Any]] = None) -> "torch.nn.Module":
+def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., Any] | None = None) -> torch.nn.Module:
     """A module that runs ``module`` behind the custom operator ``torch.ops.<namespace>.<name>``.
 
     ``qualname`` is ``"namespace::name"``, an operator that does not exist yet. The result shares
@@ -514,7 +518,8 @@ def as_custom_op(module: "torch.nn.Module", qualname: str, *, fake: Optional[Cal
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"as_custom_op: expected a torch.nn.Module, got {type(module).__qualname__}")
     if is_custom_op_module(module):
-        raise ValueError(f"as_custom_op: the module is already behind operator {module._pbp_op.qualname!r}")
+        # nn.Module.__getattr__ is typed Tensor | Module; _pbp_op is the wrapper's _Op
+        raise ValueError(f"as_custom_op: the module is already behind operator {module._pbp_op.qualname!r}")  # type: ignore[union-attr]
     op = _Op(module, qualname, fake)
     cls = _wrapper_class(type(module))
     wrapper = cls.__new__(cls)
@@ -537,8 +542,8 @@ def _op_name(path: str) -> str:
 
 
 def replace_with_custom_ops(
-    model: "torch.nn.Module", classes: Union[type, Tuple[type, ...]], namespace: str
-) -> List[str]:
+    model: torch.nn.Module, classes: type | tuple[type, ...], namespace: str
+) -> list[str]:
     """Replace, in place, every submodule of ``model`` that is an instance of ``classes`` by its
     :func:`as_custom_op` wrapper; return their dotted paths.
 
@@ -552,23 +557,27 @@ def replace_with_custom_ops(
         classes = (classes,)
     if isinstance(model, classes):
         raise ValueError("replace_with_custom_ops: the model itself is an instance of classes; use as_custom_op")
-    chosen: List[Tuple[str, Any]] = []
+    chosen: list[tuple[str, Any]] = []
     for path, sub in model.named_modules(remove_duplicate=False):
-        if path and isinstance(sub, classes) and not is_custom_op_module(sub):
-            if not any(path.startswith(p + ".") for p, _ in chosen):  # a dotted path, not the schema language
-                chosen.append((path, sub))
+        if (
+            path
+            and isinstance(sub, classes)
+            and not is_custom_op_module(sub)
+            and not any(path.startswith(p + ".") for p, _ in chosen)  # a dotted path, not the schema language
+        ):
+            chosen.append((path, sub))
     names = [_op_name(p) for p, _ in chosen]
-    wrappers: Dict[int, Any] = {}
-    done: List[str] = []
+    wrappers: dict[int, Any] = {}
+    done: list[str] = []
     try:
-        for (path, sub), name in zip(chosen, names):
+        for (path, sub), name in zip(chosen, names, strict=False):
             if id(sub) not in wrappers:
                 wrappers[id(sub)] = as_custom_op(sub, f"{namespace}::{name}")
             model.set_submodule(path, wrappers[id(sub)])
             done.append(path)
     except BaseException:
         for path in done:  # all or nothing
-            model.set_submodule(path, model.get_submodule(path)._pbp_original)
+            model.set_submodule(path, model.get_submodule(path)._pbp_original)  # type: ignore[arg-type]  # the original Module
         for w in wrappers.values():
             w._pbp_op.close()
         raise
@@ -576,10 +585,10 @@ def replace_with_custom_ops(
     return done
 
 
-def restore_modules(model: "torch.nn.Module") -> List[str]:
+def restore_modules(model: torch.nn.Module) -> list[str]:
     """Undo :func:`replace_with_custom_ops`: put every original submodule back, free the operator names;
     return the paths restored."""
-    restored: List[str] = []
+    restored: list[str] = []
     closed = set()
     for path, sub in list(model.named_modules(remove_duplicate=False)):
         if path and is_custom_op_module(sub):
