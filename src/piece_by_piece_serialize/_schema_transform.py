@@ -15,6 +15,7 @@ the shared engine is safe to reuse and re-enter; work is linear in the input, an
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -563,10 +564,33 @@ def _torch_members(t: UnionType) -> Iterator[Type]:
             yield m
 
 
+# torch's type equality does not look at the names of type variables (VarType compares by kind): List(a) equals
+# List(b), Dict(str, a) equals Dict(str, b). Lists, dicts and RRefs unify only when equal, so they are compared
+# with their type variables erased to one.
+_ERASED = TypeVar("t")
+_INVARIANT = (ListType, DictType, RRefType)
+
+
+def _erase(t: Type) -> Type:
+    """``t`` with every type variable replaced by one and the same."""
+    if t.__class__ is TypeVar:
+        return _ERASED
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(t):
+        value = getattr(t, f.name)
+        if isinstance(value, Type):
+            changes[f.name] = _erase(value)
+        elif type(value) is tuple and value and isinstance(value[0], Type):
+            changes[f.name] = tuple(_erase(v) for v in value)
+    return dataclasses.replace(t, **changes) if changes else t
+
+
 def _subtype(a: Type, b: Type) -> bool:
     """torch's ``a->isSubtypeOf(*b)`` on normalised member types (aliases already dropped)."""
     if a == b or b == _ANY:
         return True
+    if a.__class__ in _INVARIANT and a.__class__ is b.__class__:
+        return _erase(a) == _erase(b)
     if isinstance(a, UnionType):  # every member (Scalar as its three numbers) fits b
         return all(_subtype(m, b) for m in _torch_members(a))
     if isinstance(a, OptionalType):  # OptionalType is a Union of its element and None
@@ -639,7 +663,7 @@ def _mergeable(a: Type, b: Type) -> bool:
     ka, kb = a.__class__, b.__class__
     if ka is ClassType or kb is ClassType:
         return a == _ANY_CLASS or b == _ANY_CLASS
-    return ka is kb and ka in (TupleType, FutureType, AwaitType, TypeVar)
+    return ka is kb and ka in (TupleType, FutureType, AwaitType, TypeVar, ListType, DictType, RRefType)
 
 
 def _merge_pairwise(types: list[Type], pos: int) -> list[Type]:
@@ -671,7 +695,8 @@ def _merges(ti: Type, tj: Type) -> bool:
 # quadratic in the members. _merge_indexed finds the same partner for each member without trying the others:
 # * The shape key of a type (_shape_key) forgets what unification forgives -- optionals (T unifies with T? and
 #   None), and the names of type variables (torch unifies any two) -- and keeps the rest: Future and tuple
-#   structure, and every other type whole (lists, dicts, RRefs and builtin types unify only when equal). By
+#   structure, and every other type whole (lists, dicts, RRefs and builtin types unify only when equal; lists,
+#   dicts and RRefs with their type variables erased, since torch's equality ignores their names). By
 #   induction over _subtype and _unify, two members without a wildcard unify only if their keys are equal.
 # * Wildcards are what unifies with types of other keys: Any, AnyClassType, Scalar, None inside a Future or
 #   tuple, a nested Union, and Await (which unifies by subtyping only, so equal keys do not promise a merge). A
@@ -715,7 +740,9 @@ def _shape_key(t: Type) -> Hashable:
         return "TypeVar"
     if cls is UnionType or cls is AwaitType:
         return _NO_KEY
-    return t  # ClassType, ListType, DictType, RRefType: unify only when equal
+    if cls in _INVARIANT:
+        return _erase(t)  # unify only when equal, type variables whatever their names
+    return t  # ClassType: unifies only when equal
 
 
 def _group(t: Type) -> _Group:
