@@ -1,6 +1,6 @@
 # Two commands set everything up on a fresh machine with only Python 3.11:
 #   make demo   -- creates .venv, installs the package with transformers, runs the main job on a tiny Llama
-#   make test   -- creates .venv, installs with the test extras, runs the whole test suite
+#   make test   -- creates .venv, installs with the test extras, runs ruff and mypy --strict, then the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
 # `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
 
@@ -13,7 +13,7 @@ PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
 
-.PHONY: venv venv-test demo test fuzz bench docs tables clean
+.PHONY: venv venv-test demo test lint fuzz bench docs tables clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,13 @@ venv-test: $(VENV)/.installed-test
 demo: venv
 	$(BIN)/python -m piece_by_piece_serialize demo
 
-test: venv-test
+test: venv-test lint
 	$(BIN)/python -m pytest -q
+
+# ruff on the package, mypy --strict on the package (both configured in pyproject.toml); part of make test
+lint: venv-test
+	$(BIN)/python -m ruff check src
+	$(BIN)/python -m mypy
 
 fuzz: venv-test
 	$(BIN)/python fuzz/run_all.py --seconds $(FUZZ_SECONDS)

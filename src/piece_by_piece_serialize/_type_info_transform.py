@@ -298,19 +298,6 @@ def _engine(kind: str = "ast") -> Engine:
     return engine
 
 
-def _parser() -> Any:
-    """Lark's parser of the grammar, for reference tests only (``tests/perf``); the library runs :func:`_engine`."""
-    global _PARSER
-    if _PARSER is None:
-        from ._grammar import build_parser
-
-        _PARSER = build_parser("type_info", parser="lalr", maybe_placeholders=False, propagate_positions=True)
-    return _PARSER
-
-
-_PARSER: Any = None
-
-
 def _expected(names: Any) -> list[str]:
     return sorted({_DISPLAY.get(name, name) for name in names})
 

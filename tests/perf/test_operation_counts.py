@@ -288,8 +288,7 @@ def test_hot_path_formats_no_strings() -> None:
 
 def test_runtime_parsers_are_built_once_from_the_generated_tables() -> None:
     # The engines run the tables generated into _tables/ (tests/test_tables.py keeps them current): building
-    # them from the grammar with lark would cost a second per process; the type-info parser is lark's, built once
-    # and not strict (tests/test_grammars.py checks strictness).
+    # them from the grammar with lark would cost a second per process; the type-info engine too, built once.
     from piece_by_piece_serialize import _schema_transform, _treespec_transform, _type_info_transform
     from piece_by_piece_serialize import schema
 
@@ -299,8 +298,7 @@ def test_runtime_parsers_are_built_once_from_the_generated_tables() -> None:
     assert _schema_transform._engine(False) is _schema_transform._engine(False)
     assert _schema_transform._engine(True) is _schema_transform._engine(True)
     assert _treespec_transform._engine() is _treespec_transform._engine()
-    assert _type_info_transform._parser().options.strict is False
-    assert _type_info_transform._parser() is _type_info_transform._parser()
+    assert _type_info_transform._engine() is _type_info_transform._engine()
     again = Counts(lambda: schema.parse_schema("a::b(Tensor x) -> Tensor"))
     assert not {"build_parser", "build_tables", "load", "_engine_build"} & set(again.by_name), again.by_name
 
