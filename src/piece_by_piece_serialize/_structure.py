@@ -109,7 +109,10 @@ def _make_callbacks() -> dict[str, Any]:
 
     def string_key(children: list[Token]) -> tuple[Any, int]:
         token = children[0]
-        decoded = _decode_python_string(token.value, 1, 1)
+        try:
+            decoded = _decode_python_string(token.value, 1, 1)
+        except (ValueError, KeyError):  # a truncated \x/\u/\U escape, an unknown \N{name}: what Python refuses
+            raise _Refused("invalid escape sequence in string key", token.start_pos) from None
         if decoded is None:  # pragma: no cover - the STRING terminal has no prefixes
             raise _Refused("unsupported string literal", token.start_pos)
         return "".join(decoded[0]), token.start_pos

@@ -44,6 +44,10 @@ INVALID = [
     ("{1: *, True: *}", "duplicate dict key True", 7),
     ("__import__('os')", "expected '(', '*', 'OrderedDict', '[' or '{', got '_'", 0),
     ("[1]", "expected '(', '*', 'OrderedDict', '[', ']' or '{', got '1'", 1),
+    # escapes Python refuses: the position of the key, never a bare ValueError or KeyError
+    ("{'\\u0e9': *}", "invalid escape sequence in string key", 1),
+    ("{'ok': *, 'a\\x4': *}", "invalid escape sequence in string key", 10),
+    ("{'\\N{NO SUCH NAME}': *}", "invalid escape sequence in string key", 1),
 ]
 
 
