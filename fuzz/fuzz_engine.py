@@ -2,9 +2,11 @@
 
 Run: ``python fuzz/fuzz_engine.py [libFuzzer flags] [corpus dirs]``.
 
-Schemas and TreeSpec names are parsed by ``piece_by_piece_serialize._lalr`` from tables that lark computed from
-the grammars (``_tables/``); lark's own run time is the reference. The first byte picks the grammar (even:
-schema, odd: TreeSpec name); the rest, decoded as UTF-8 with replacement, is the text. Property: lark (no
+Schemas, TreeSpec names, type-info strings and structure descriptions are parsed by
+``piece_by_piece_serialize._lalr`` from tables that lark computed from the grammars (``_tables/``); lark's own
+run time is the reference. The first byte picks the grammar (its two low bits: 0 schema, 1 TreeSpec name,
+2 type-info, 3 structure; the seeds written before the last two existed had 0 or 1 there); the rest, decoded
+as UTF-8 with replacement, is the text. Property: lark (no
 transformer) and the engine (driven by callbacks that build the same plain trees) give the same outcome --
 equal trees, or a failure at the same position, on the same token (or character), with the same expected
 terminals and, where lark's parser refused a token, the same terminals it would accept there. Schema text with a
@@ -23,7 +25,7 @@ from _fuzzlib import Stats, decode_text, fail, reporting, start  # noqa: E402
 
 TARGET = "engine"
 STATS = Stats(TARGET)
-GRAMMARS = ("schema", "treespec_name")
+GRAMMARS = ("schema", "treespec_name", "type_info", "structure")
 
 _RUNNERS: dict[tuple[str, bool], tuple[Any, Any]] = {}
 
@@ -108,7 +110,7 @@ def outcomes(grammar: str, text: str) -> tuple[tuple, tuple]:
 def check(data: bytes) -> None:
     """The property for one input; raises Finding on failure."""
     with reporting(data):
-        grammar = GRAMMARS[data[0] & 1] if data else GRAMMARS[0]
+        grammar = GRAMMARS[data[0] & 3] if data else GRAMMARS[0]
         text = decode_text(data[1:])
         expected, got = outcomes(grammar, text)
         if got != expected:
