@@ -1,7 +1,7 @@
 """Which cache classes the serializer carries, and how to add your own.
 
 Every cache and layer class of ``transformers.cache_utils`` is supported out of the box (the table is
-:func:`supported_caches`; docs/serialization.md, "Cache kinds", explains each spelling). A class of your
+:func:`supported_caches`; docs/serialization.md, section "Caches", explains each spelling). A class of your
 own, typically a subclass of a transformers cache or layer that adds some state, is refused until you
 register it, the way ``torch.utils._pytree.register_pytree_node`` makes a container known to pytree:
 

@@ -1,4 +1,4 @@
-"""The README section ``docs/treespec_names.md`` shows real output: every name in it is canonical and decodes,
+"""The documentation page ``docs/treespec_names.md`` shows real output: every name in it is canonical and decodes,
 the example table rows are what the encoder produces, and the pretty example is ``pretty_name``'s output."""
 
 from __future__ import annotations
