@@ -86,6 +86,29 @@ def bracket_depth(text: str) -> int:
     return deepest
 
 
+def longest_bracketed_number(text: str) -> int:
+    """The most digits right after a ``[`` (spaces allowed between) anywhere in ``text``.
+
+    Used only to decide whether ``torch._C.parse_schema`` may see a text: torch expands the default of a
+    fixed-size list (``int[N] x=1``, a type variable's list too) into N values, N truncated to 32 bits, and an
+    N of about a billion grows the process past libFuzzer's memory limit before any exception (seen:
+    ``int4[44444444442] s=1``, 3.3 GB). Looking at every ``[`` over-estimates the sizes, which only makes
+    the bound safer. It is never used to skip a check of our own parser.
+    """
+    longest = 0
+    i = text.find("[")
+    while i != -1:
+        j = i + 1
+        while j < len(text) and text[j] == " ":
+            j += 1
+        k = j
+        while k < len(text) and text[k].isdigit():
+            k += 1
+        longest = max(longest, k - j)
+        i = text.find("[", i + 1)
+    return longest
+
+
 class ByteReader:
     """A deterministic, total reader of fuzzer bytes: every read succeeds, past the end it reads zeros.
 

@@ -24,9 +24,11 @@ import dataclasses
 import math
 from typing import Callable, Iterator
 
-from _fuzzlib import Stats, bracket_depth, fail
+from _fuzzlib import Stats, bracket_depth, fail, longest_bracketed_number
 
 TORCH_MAX_NESTING = 1000
+# torch is not handed a list size of more digits than this (fuzz/_fuzzlib.py, longest_bracketed_number)
+TORCH_MAX_SIZE_DIGITS = 7
 
 _NAMED_ESCAPES = set("\a\b\f\n\t\v")
 
@@ -306,6 +308,9 @@ def compare(data: object, text: str, ours: object | None, our_error: BaseExcepti
     """The differential check of one text; raises Finding on an undocumented disagreement."""
     if bracket_depth(text) > TORCH_MAX_NESTING:
         stats.add("torch skipped (nesting beyond its stack)")
+        return
+    if longest_bracketed_number(text) > TORCH_MAX_SIZE_DIGITS:
+        stats.add("torch skipped (a list size that could make it allocate gigabytes)")
         return
     theirs, their_error = torch_parse(text)
     stats.add("compared with torch")
