@@ -551,7 +551,7 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Fin
         for torch_schema, site in pairs:
             result = check_site(site)
             findings = list(result.findings)
-            torch_error = _torch_rejects(torch, site.text)
+            reread, torch_error = _torch_parse(torch, site.text)
             if torch_error is not None:
                 # The registry holds schemas whose print torch's own parser refuses (an opaque type prints as
                 # 'PyObject', pytorch/pytorch#184209): the oracle is then that we refuse the text as well.
@@ -572,11 +572,11 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Fin
                     prints_agree += 1
                 else:
                     findings.append(_finding(site, _first_difference(printed, site.text), "error", "torch-print", f"printed differently from torch: {printed}"))
-                try:
-                    same = torch._C.parse_schema(printed) == torch_schema
-                except RuntimeError as exc:
-                    same = False
-                    findings.append(_finding(site, 0, "error", "torch-reparse", f"torch cannot parse our print: {str(exc).splitlines()[0]}"))
+                if printed != site.text:  # else torch has just read this very text
+                    reread, torch_error = _torch_parse(torch, printed)
+                same = torch_error is None and reread == torch_schema
+                if torch_error is not None:
+                    findings.append(_finding(site, 0, "error", "torch-reparse", f"torch cannot parse our print: {torch_error}"))
                 if same:
                     reparses += 1
             for finding in findings:
@@ -594,14 +594,13 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Fin
     )
 
 
-def _torch_rejects(torch: ModuleType, text: str) -> str | None:
-    """The first line of torch's error when ``torch._C.parse_schema(text)`` fails, else None."""
+def _torch_parse(torch: ModuleType, text: str) -> tuple[torch._C.FunctionSchema | None, str | None]:
+    """``(schema, None)`` from ``torch._C.parse_schema(text)``, or ``(None, the first line of its error)``."""
     try:
-        torch._C.parse_schema(text)
+        return torch._C.parse_schema(text), None
     except RuntimeError as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
-        return lines[0] if lines else type(exc).__name__
-    return None
+        return None, lines[0] if lines else type(exc).__name__
 
 
 def _first_difference(a: str, b: str) -> int:

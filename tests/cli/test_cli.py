@@ -463,8 +463,8 @@ def test_torch_own_print_accepted_by_us_is_an_error(monkeypatch):
     """The note is earned: were our parser to accept a print torch refuses, the run would fail."""
     from piece_by_piece_serialize import _check
 
-    real = _check._torch_rejects
-    monkeypatch.setattr(_check, "_torch_rejects", lambda torch, text: "refused" if text.startswith("aten::add.Tensor(") else real(torch, text))
+    real = _check._torch_parse
+    monkeypatch.setattr(_check, "_torch_parse", lambda torch, text: (None, "refused") if text.startswith("aten::add.Tensor(") else real(torch, text))
     found = []
     summary = _check.check_torch(emit=found.append)
     assert summary.errors == 1
