@@ -146,31 +146,40 @@ def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
     return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
 
 
-def _describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[_Call, list[Any], str]:
-    """The call's structure, its tensors, and its key (Note [call keys])."""
-    values = [*args, *kwargs.values()]
-    names = [f"positional argument {i}" for i in range(len(args))] + [f"argument {k!r}" for k in kwargs]
+def _flatten_values(values: Sequence[Any], whats: Sequence[str]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int, list[int]]:
+    """Each value's type-info string, then the tensors and constants of all of them (Note [call keys]), the
+    number of flat items, and how many tensors there are after each value."""
     kinds = []
     tensors: list[Any] = []
     constants: dict[int, Any] = {}
+    ends: list[int] = []
+    n_flat = 0
+    for value, what in zip(values, whats):  # noqa: B905 - one description per value; strict= doubles zip's cost per call
+        kind, flat = _kind_and_flat(value, what)
+        kinds.append(kind)
+        _split(flat, tensors, constants, n_flat, what)
+        n_flat += len(flat)
+        ends.append(len(tensors))
+    return tuple(kinds), tensors, constants, n_flat, ends
+
+
+def _describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[_Call, list[Any], str]:
+    """The call's structure, its tensors, and its key (Note [call keys])."""
+    values = [*args, *kwargs.values()]
+    whats = [f"{op}: positional argument {i}" for i in range(len(args))] + [f"{op}: argument {k!r}" for k in kwargs]
+    kinds, tensors, constants, n_flat, ends = _flatten_values(values, whats)
     caches: list[int] = []
     cache_tensors: list[int] = []
-    n_flat = 0
-    for i, value in enumerate(values):
-        kind, flat = _kind_and_flat(value, f"{op}: {names[i]}")
-        kinds.append(kind)
-        start = len(tensors)
-        _split(flat, tensors, constants, n_flat, f"{op}: {names[i]}")
-        n_flat += len(flat)
+    for i, (value, kind) in enumerate(zip(values, kinds)):  # noqa: B905 - a kind per value
         if _caches.is_cache(value):
             caches.append(i)
-            cache_tensors.extend(range(start, len(tensors)))
+            cache_tensors.extend(range(ends[i - 1] if i else 0, ends[i]))
         elif isinstance(_parse_cached(kind), TreeWithCachesInfo):
             raise CustomOpError(
-                f"{op}: {names[i]} holds a cache inside a container; pass the cache as an argument of its own so that "
+                f"{whats[i]} holds a cache inside a container; pass the cache as an argument of its own so that "
                 "its updates can be written back (Note [write back] in piece_by_piece_serialize.custom_op)"
             )
-    call = _Call(tuple(kinds), len(args), tuple(kwargs), constants, n_flat, tuple(caches), frozenset(cache_tensors))
+    call = _Call(kinds, len(args), tuple(kwargs), constants, n_flat, tuple(caches), frozenset(cache_tensors))
     key = repr((call.kinds, call.keywords, tuple(sorted(constants.items()))))
     return call, tensors, key
 
@@ -183,9 +192,12 @@ def _merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> li
 class _Op:
     """The operator of one wrapped module: its library, its table of calls, its real and fake kernels."""
 
-    signature: inspect.Signature  # of the wrapper's bound forward, set by as_custom_op once the wrapper exists
+    # the wrapper's bound forward as the module's class defines it, and its signature: set by as_custom_op once
+    # the wrapper exists
+    run: Callable[..., Any]
+    signature: inspect.Signature
 
-    def __init__(self, module: Any, qualname: str, fake: Callable[..., Any] | None) -> None:
+    def __init__(self, qualname: str, fake: Callable[..., Any] | None) -> None:
         import torch
 
         from .errors import SchemaError
@@ -200,7 +212,6 @@ class _Op:
         if torch._C._jit_get_schemas_for_operator(qualname):  # any overload
             raise ValueError(f"as_custom_op: an operator {qualname!r} already exists; choose another name")
         self.qualname = qualname
-        self.run: Callable[..., Any] = module.forward
         self.fake_fn = fake
         self.calls: dict[str, _Call] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
@@ -226,18 +237,9 @@ class _Op:
         return output, [values[i] for i in call.caches]
 
     def _flat_outputs(self, output: Any, caches: list[Any]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int]:
-        values = (output, *caches)
-        kinds = []
-        tensors: list[Any] = []
-        constants: dict[int, Any] = {}
-        n_flat = 0
-        for i, value in enumerate(values):
-            what = "the output" if i == 0 else f"cache argument {i - 1} after the call"
-            kind, flat = _kind_and_flat(value, f"{self.qualname}: {what}")
-            kinds.append(kind)
-            _split(flat, tensors, constants, n_flat, f"{self.qualname}: {what}")
-            n_flat += len(flat)
-        return tuple(kinds), tensors, constants, n_flat
+        whats = [f"{self.qualname}: the output"] + [f"{self.qualname}: cache argument {i} after the call" for i in range(len(caches))]
+        kinds, tensors, constants, n_flat, _ = _flatten_values((output, *caches), whats)
+        return kinds, tensors, constants, n_flat
 
     def _real(self, tensors: list[Any], key: str) -> list[Any]:
         call = self._lookup(key)
@@ -520,7 +522,7 @@ def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., 
     if is_custom_op_module(module):
         # nn.Module.__getattr__ is typed Tensor | Module; _pbp_op is the wrapper's _Op
         raise ValueError(f"as_custom_op: the module is already behind operator {module._pbp_op.qualname!r}")  # type: ignore[union-attr]
-    op = _Op(module, qualname, fake)
+    op = _Op(qualname, fake)
     cls = _wrapper_class(type(module))
     wrapper = cls.__new__(cls)
     wrapper.__dict__.update(module.__dict__)
