@@ -69,22 +69,19 @@ def tiny_llama() -> Any:
     return AutoModelForCausalLM.from_config(config).eval()  # type: ignore[no-untyped-call]  # from_config has no annotations
 
 
-class _Logits:
-    """What is exported: token ids to logits, without a cache (built lazily: torch is imported on use)."""
+def _logits_module(model: Any) -> Any:
+    """What is exported: token ids to logits, without a cache (a module class made here: torch is imported on use)."""
+    import torch
 
-    @staticmethod
-    def make(model: Any) -> Any:
-        import torch
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
 
-        class Logits(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
+        def forward(self, input_ids: Any) -> Any:
+            return self.model(input_ids, use_cache=False).logits
 
-            def forward(self, input_ids: Any) -> Any:
-                return self.model(input_ids, use_cache=False).logits
-
-        return Logits()
+    return Logits()
 
 
 def _ids(batch: int, n: int, seed: int) -> Any:
@@ -141,7 +138,7 @@ def custom_op_job() -> bool:
             model(_ids(batch, n, 2), use_cache=False)
     batch_dim, seq_dim = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=200)
     start = time.perf_counter()
-    program = torch.export.export(_Logits.make(model), (_ids(2, 6, 3),), dynamic_shapes=({0: batch_dim, 1: seq_dim},), strict=False)
+    program = torch.export.export(_logits_module(model), (_ids(2, 6, 3),), dynamic_shapes=({0: batch_dim, 1: seq_dim},), strict=False)
     print(f"torch.export.export(strict=False), dynamic batch and sequence: {time.perf_counter() - start:.1f} s; custom-operator nodes:")
     calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "pbp_demo"]
     for node in calls:
