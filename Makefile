@@ -54,7 +54,7 @@ docs: venv-test
 
 # Regenerate the LALR tables in src/piece_by_piece_serialize/_tables/ after editing a grammar (tests check they agree).
 tables: venv
-	$(BIN)/python -m piece_by_piece_serialize._lalr_build
+	$(BIN)/python -m piece_by_piece_serialize._lalr.build
 
 clean:
 	rm -rf $(VENV) build dist site .pytest_cache .hypothesis

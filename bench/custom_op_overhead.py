@@ -65,7 +65,7 @@ def _decode_step(args: argparse.Namespace, label: str, model: object) -> Row:
 def custom_op_overhead(args: argparse.Namespace) -> list[Row]:
     import torch
 
-    from piece_by_piece_serialize._demo import tiny_llama
+    from piece_by_piece_serialize.cli._demo import tiny_llama
     from piece_by_piece_serialize import replace_with_custom_ops
 
     rows: list[Row] = []

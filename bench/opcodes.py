@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         if event == "opcode":
             code = frame.f_code
             by_function[(Path(code.co_filename).name, code.co_name)] += 1
-            if code.co_name == "parse" and code.co_filename.endswith("_lalr.py"):
+            if code.co_name == "parse" and code.co_filename.endswith("_lalr/engine.py"):
                 by_line[(code.co_filename, frame.f_lineno)] += 1
         return trace
 

@@ -34,7 +34,7 @@ _NAMED_ESCAPES = set("\a\b\f\n\t\v")
 
 
 def _ast():
-    from piece_by_piece_serialize import _schema_ast
+    from piece_by_piece_serialize.schema import _ast as _schema_ast
 
     return _schema_ast
 

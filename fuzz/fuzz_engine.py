@@ -3,7 +3,7 @@
 Run: ``python fuzz/fuzz_engine.py [libFuzzer flags] [corpus dirs]``.
 
 Schemas, TreeSpec names, type-info strings and structure descriptions are parsed by
-``piece_by_piece_serialize._lalr`` from tables that lark computed from the grammars (``_tables/``); lark's own
+``piece_by_piece_serialize._lalr.engine`` from tables that lark computed from the grammars (``_tables/``); lark's own
 run time is the reference. The first byte picks the grammar (its two low bits: 0 schema, 1 TreeSpec name,
 2 type-info, 3 structure; the seeds written before the last two existed had 0 or 1 there); the rest, decoded
 as UTF-8 with replacement, is the text. Property: lark (no
@@ -34,7 +34,7 @@ def _plain(value: Any) -> Any:
     from lark import Token as LarkToken
     from lark import Tree
 
-    from piece_by_piece_serialize._lalr import Token
+    from piece_by_piece_serialize._lalr.engine import Token
 
     if isinstance(value, (Token, LarkToken)):
         return (value.type, str(value), value.start_pos)
@@ -54,10 +54,11 @@ def _runners(grammar: str, multiline: bool) -> tuple[Any, Any]:
     """(lark parser, engine) for a grammar, built once, with the options the tables were generated with."""
     key = (grammar, multiline and grammar == "schema")
     if key not in _RUNNERS:
-        from piece_by_piece_serialize import _lalr_build
-        from piece_by_piece_serialize._grammar import build_parser
-        from piece_by_piece_serialize._lalr import Engine
-        from piece_by_piece_serialize._schema_transform import _Newlines
+        from piece_by_piece_serialize._lalr import build as _lalr_build
+        from piece_by_piece_serialize._lalr import tables as _lalr_tables
+        from piece_by_piece_serialize._lalr.grammar import build_parser
+        from piece_by_piece_serialize._lalr.engine import Engine
+        from piece_by_piece_serialize.schema._transform import _Newlines
 
         options = _lalr_build.GRAMMARS[grammar]
         lark_options: dict[str, Any] = {"lexer": options["lexer"], "maybe_placeholders": False}
@@ -68,7 +69,7 @@ def _runners(grammar: str, multiline: bool) -> tuple[Any, Any]:
         elif options["always_accept"]:  # as the tables were built: these terminals stay in the lexer
             lark_options["postlex"] = _lalr_build._KeepNewlines(options["always_accept"])
         parser = build_parser(grammar, **lark_options)
-        _RUNNERS[key] = (parser, Engine(_lalr_build.load(grammar), _PlainTrees(), postlex))
+        _RUNNERS[key] = (parser, Engine(_lalr_tables.load(grammar), _PlainTrees(), postlex))
     return _RUNNERS[key]
 
 
@@ -88,7 +89,7 @@ def lark_outcome(parser: Any, text: str) -> tuple:
 
 
 def engine_outcome(engine: Any, text: str, with_accepts: bool) -> tuple:
-    from piece_by_piece_serialize._lalr import Failure
+    from piece_by_piece_serialize._lalr.engine import Failure
 
     try:
         return ("tree", _plain(engine.parse(text)))
@@ -128,7 +129,7 @@ def main() -> None:
     start(
         sys.argv,
         TestOneInput,
-        ["piece_by_piece_serialize._lalr"],
+        ["piece_by_piece_serialize._lalr.engine"],
         warm_up=lambda: [check(seed) for seed in (b"\x00f(int x) -> ()", b"\x00f(\n int x) -> ()", b"\x01___v1_X")],
     )
 

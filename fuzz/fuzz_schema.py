@@ -111,7 +111,7 @@ def main() -> None:
     start(
         sys.argv,
         TestOneInput,
-        ["piece_by_piece_serialize.schema", "piece_by_piece_serialize._schema_transform", "piece_by_piece_serialize._schema_ast"],
+        ["piece_by_piece_serialize.schema", "piece_by_piece_serialize.schema._transform", "piece_by_piece_serialize.schema._ast"],
         warm_up=lambda: (_targets(), check(b"aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor")),
     )
 

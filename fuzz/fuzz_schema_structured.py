@@ -254,7 +254,7 @@ class _Builder:
 
 def build_schema(data: bytes) -> tuple[object | None, bool]:
     """``(schema AST, normal)`` for ``data``; ``(None, False)`` if the AST refuses the combination."""
-    from piece_by_piece_serialize import _schema_ast
+    from piece_by_piece_serialize.schema import _ast as _schema_ast
 
     builder = _Builder(ByteReader(data), _schema_ast)
     try:
@@ -294,7 +294,7 @@ def main() -> None:
     start(
         sys.argv,
         TestOneInput,
-        ["piece_by_piece_serialize.schema", "piece_by_piece_serialize._schema_transform", "piece_by_piece_serialize._schema_ast"],
+        ["piece_by_piece_serialize.schema", "piece_by_piece_serialize.schema._transform", "piece_by_piece_serialize.schema._ast"],
         warm_up=lambda: (fuzz_schema._targets(), check(b"\x01\x02\x03\x04\x05\x06\x07\x08")),
     )
 

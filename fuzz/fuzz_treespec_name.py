@@ -129,8 +129,8 @@ def main() -> None:
         TestOneInput,
         [
             "piece_by_piece_serialize.treespec_name",
-            "piece_by_piece_serialize._treespec_transform",
-            "piece_by_piece_serialize._treespec_ast",
+            "piece_by_piece_serialize.treespec_name._transform",
+            "piece_by_piece_serialize.treespec_name._ast",
         ],
         warm_up=lambda: (_targets(), check(b"___v1_T_X_D_a_X2_E_E")),
     )

@@ -489,9 +489,9 @@ def main() -> None:
         TestOneInput,
         [
             "piece_by_piece_serialize.type_info",
-            "piece_by_piece_serialize._type_info_transform",
+            "piece_by_piece_serialize.type_info._transform",
             "piece_by_piece_serialize.serialize",
-            "piece_by_piece_serialize._caches",
+            "piece_by_piece_serialize.serialize._caches",
         ],
         warm_up,
     )

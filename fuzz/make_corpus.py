@@ -82,7 +82,7 @@ def _write_dict(target: str, grammar: str, frequent: list[str], extra: tuple[str
     """Literal terminals of ``grammars/<grammar>.lark`` + the most frequent ``frequent`` words + ``extra``."""
     from lark.lexer import PatternStr
 
-    from piece_by_piece_serialize._grammar import build_parser
+    from piece_by_piece_serialize._lalr.grammar import build_parser
 
     parser = build_parser(grammar)
     tokens: dict[str, None] = {}

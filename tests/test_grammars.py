@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from piece_by_piece_serialize._grammar import build_parser, grammar_dir
+from piece_by_piece_serialize._lalr.grammar import build_parser, grammar_dir
 
 GRAMMARS = sorted(p.stem for p in grammar_dir().glob("*.lark"))
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from piece_by_piece_serialize import _lalr, _lalr_build
+from piece_by_piece_serialize._lalr import build as _lalr_build
+from piece_by_piece_serialize._lalr import engine as _lalr
+from piece_by_piece_serialize._lalr import tables as _lalr_tables
 
 CONTINUATIONS = ("", "a", "_", "0", "x9_", ".", ">", "'", " ")
 
@@ -52,7 +54,7 @@ def _by_alternation(scanner: _lalr._Scanner, text: str):
 
 @pytest.mark.parametrize("grammar", sorted(_lalr_build.GRAMMARS))
 def test_dispatch_gives_the_token_of_the_whole_alternation(grammar: str) -> None:
-    engine = _lalr.Engine(_lalr_build.load(grammar), _Plain())
+    engine = _lalr.Engine(_lalr_tables.load(grammar), _Plain())
     scanners = {id(s): s for s in engine.scanner_of_state}.values()
     texts = [chr(a) for a in range(128)]
     texts += [chr(a) + chr(b) + tail for a in range(128) for b in range(32, 128) for tail in CONTINUATIONS]

@@ -42,7 +42,7 @@ def test_wheel_ships_grammars_and_parses_from_a_clean_venv(tmp_path: Path):
         text=True,
     )
     code = (
-        "import piece_by_piece_serialize as p, piece_by_piece_serialize._grammar as g; "
+        "import piece_by_piece_serialize as p, piece_by_piece_serialize._lalr.grammar as g; "
         "print(g.grammar_dir()); "
         "print(p.parse_schema('aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor')); "
         "print(p.extract_names_from_schema('((Tensor x, Tensor y) -> Tensor)'))"

@@ -22,8 +22,8 @@ import piece_by_piece_serialize
 loaded = [sorted(m for m in sys.modules if m.split(".")[0] == "lark")]
 import torch
 from piece_by_piece_serialize import deserialize_args, parse_schema, parse_type_info, tree_spec_from_name
-from piece_by_piece_serialize._structure import parse_structure
-from piece_by_piece_serialize._type_info_transform import is_cache_name
+from piece_by_piece_serialize.cli._structure import parse_structure
+from piece_by_piece_serialize.type_info._transform import is_cache_name
 x = torch.ones(2)
 assert len(deserialize_args([x, x, x, x], ["Tensor", "list__2", "dict__1_a"])) == 3
 loaded.append(sorted(m for m in sys.modules if m.split(".")[0] == "lark"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import _cache_kinds as K
+from .type_info import _cache_kinds as K
 
 __all__ = ["register_cache_class", "register_cache_layer_class", "supported_caches"]
 
@@ -49,7 +49,7 @@ def _extra(tensors: Sequence[str], counts: Sequence[str]) -> tuple[tuple[str, ..
 
 
 def _transformers_class(like: Any, what: str) -> Any:
-    from . import _caches
+    from .serialize import _caches
 
     cu = _caches._loaded()
     if not isinstance(like, type):
@@ -75,8 +75,8 @@ def register_cache_class(
     Returns the name. Raises ``TypeError``/``ValueError`` on a bad argument, a name or class already
     registered, or a ``like`` that is not a supported cache class.
     """
-    from . import _caches
-    from ._type_info_transform import is_cache_name
+    from .serialize import _caches
+    from .type_info._transform import is_cache_name
 
     _transformers_class(like, "like")
     if not isinstance(cls, type):
@@ -119,7 +119,7 @@ def register_cache_layer_class(
     Returns the letter. Raises ``TypeError``/``ValueError`` on a bad argument, a letter or class already
     taken, or a ``like`` that is not a supported layer class.
     """
-    from . import _caches
+    from .serialize import _caches
 
     _transformers_class(like, "like")
     if not isinstance(cls, type):

@@ -72,8 +72,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _caches
-from .serialize import deserialize_args, serialize_args, type_as_str_with_info
+from .serialize import _caches, deserialize_args, serialize_args, type_as_str_with_info
 from .type_info import TreeWithCachesInfo, _parse_cached
 
 if TYPE_CHECKING:
@@ -537,7 +536,7 @@ def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., 
 
 
 def _op_name(path: str) -> str:
-    from ._treespec_ast import encode_body
+    from .treespec_name._ast import encode_body
 
     body = encode_body(path)
     return body if body[:1].isalpha() else f"m{body}"

@@ -461,7 +461,7 @@ def test_embedded_default_checks_every_torch_schema(capsys):
 
 def test_torch_own_print_accepted_by_us_is_an_error(monkeypatch):
     """The note is earned: were our parser to accept a print torch refuses, the run would fail."""
-    from piece_by_piece_serialize import _check
+    from piece_by_piece_serialize.cli import _check
 
     real = _check._torch_parse
     monkeypatch.setattr(_check, "_torch_parse", lambda torch, text: (None, "refused") if text.startswith("aten::add.Tensor(") else real(torch, text))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from piece_by_piece_serialize._config import load_config
+from piece_by_piece_serialize.cli._config import load_config
 from piece_by_piece_serialize.cli import _build_parser, run
 
 HERE = Path(__file__).parent

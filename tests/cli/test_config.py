@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from piece_by_piece_serialize._config import ConfigError, compile_glob, load_config
+from piece_by_piece_serialize.cli._config import ConfigError, compile_glob, load_config
 from piece_by_piece_serialize.cli import run
 
 BAD_HEX = "myops::g(int flags=0x10) -> ()\n"  # one misread-number warning

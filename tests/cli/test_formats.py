@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from piece_by_piece_serialize._rules import RULES
+from piece_by_piece_serialize.cli._rules import RULES
 from piece_by_piece_serialize.cli import run
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -216,7 +216,7 @@ def test_sarif_over_torchs_registry(capsys, validator):
 
 
 def test_github_message_escapes():
-    from piece_by_piece_serialize._report import Reporter
+    from piece_by_piece_serialize.cli._report import Reporter
 
     assert Reporter._github("error", "a.py", 3, 4, "syntax", "50% done\r\nthen: more, less") == (
         "::error file=a.py,line=3,col=4,title=pbp-serialize (syntax)::50%25 done%0D%0Athen: more, less"

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from piece_by_piece_serialize._check import check_site
-from piece_by_piece_serialize._sources import SchemaSite
+from piece_by_piece_serialize.cli._check import check_site
+from piece_by_piece_serialize.cli._sources import SchemaSite
 
 # schema, then (column, severity, code, message) for every finding, in order
 CASES = [

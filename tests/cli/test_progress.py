@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from piece_by_piece_serialize._progress import Progress
+from piece_by_piece_serialize.cli._progress import Progress
 
 
 class FakeTerminal(io.StringIO):

@@ -6,8 +6,8 @@ import collections
 
 import pytest
 
-from piece_by_piece_serialize._grammar import build_parser
-from piece_by_piece_serialize._structure import LEAF, MAX_DEPTH, parse_structure
+from piece_by_piece_serialize._lalr.grammar import build_parser
+from piece_by_piece_serialize.cli._structure import LEAF, MAX_DEPTH, parse_structure
 from piece_by_piece_serialize.errors import TreeSpecNameError
 
 VALID = [

@@ -68,7 +68,7 @@ def torch_schemas() -> list[str]:
 
 def _schema_tokens(text: str) -> int:
     """Tokens the schema lexer produces for ``text`` (what the parser is fed)."""
-    from piece_by_piece_serialize import _schema_transform
+    from piece_by_piece_serialize.schema import _transform as _schema_transform
 
     engine = _schema_transform._engine("\n" in text)
     return sum(1 for _ in engine._tokens(text, [engine.start_state]))
@@ -289,7 +289,9 @@ def test_hot_path_formats_no_strings() -> None:
 def test_runtime_parsers_are_built_once_from_the_generated_tables() -> None:
     # The engines run the tables generated into _tables/ (tests/test_tables.py keeps them current): building
     # them from the grammar with lark would cost a second per process; the type-info engine too, built once.
-    from piece_by_piece_serialize import _schema_transform, _treespec_transform, _type_info_transform
+    from piece_by_piece_serialize.schema import _transform as _schema_transform
+    from piece_by_piece_serialize.treespec_name import _transform as _treespec_transform
+    from piece_by_piece_serialize.type_info import _transform as _type_info_transform
     from piece_by_piece_serialize import schema
 
     first = Counts(lambda: schema.parse_schema("a::b(Tensor x) -> Tensor"))

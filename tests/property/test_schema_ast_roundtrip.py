@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize import _schema_transform as T
+from piece_by_piece_serialize.schema import _transform as T
 from piece_by_piece_serialize.schema import (
     AliasInfo,
     Argument,

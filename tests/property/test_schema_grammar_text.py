@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
-from piece_by_piece_serialize._grammar import grammar_text
+from piece_by_piece_serialize._lalr.grammar import grammar_text
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import parse_schema
 

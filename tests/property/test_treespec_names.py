@@ -27,7 +27,7 @@ from corpus_inputs import Shape  # noqa: E402
 from test_treespec_roundtrip import decode_cold, same_tree  # noqa: E402
 from transformers.modeling_outputs import BaseModelOutput  # noqa: E402
 
-from piece_by_piece_serialize._grammar import build_parser  # noqa: E402
+from piece_by_piece_serialize._lalr.grammar import build_parser  # noqa: E402
 from piece_by_piece_serialize.errors import TreeSpecNameError  # noqa: E402
 from piece_by_piece_serialize.treespec_name import tree_spec_as_name  # noqa: E402
 

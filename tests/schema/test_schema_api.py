@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import piece_by_piece_serialize as pbp
-from piece_by_piece_serialize._grammar import build_parser
+from piece_by_piece_serialize._lalr.grammar import build_parser
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import (
     MAX_TYPE_DEPTH,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from piece_by_piece_serialize import _schema_transform as st
+from piece_by_piece_serialize.schema import _transform as st
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import ClassType, TypeVar, _all_types, parse_schema
 

@@ -26,13 +26,12 @@ import _tiny_models as tiny  # noqa: E402
 from _pbp_compare import assert_same_state  # noqa: E402
 
 from piece_by_piece_serialize import (  # noqa: E402
-    _cache_quantized,
-    _caches,
     deserialize_args,
     make_copy,
     serialize_one,
     type_as_str_with_info,
 )
+from piece_by_piece_serialize.serialize import _cache_quantized, _caches  # noqa: E402
 from piece_by_piece_serialize.type_info import parse_type_info  # noqa: E402
 
 _caches._loaded()

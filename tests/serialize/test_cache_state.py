@@ -22,7 +22,8 @@ cu = pytest.importorskip("transformers.cache_utils")
 
 from _pbp_compare import assert_same_state  # noqa: E402
 
-from piece_by_piece_serialize import _caches, deserialize_args, serialize_one, type_as_str_with_info  # noqa: E402
+from piece_by_piece_serialize import deserialize_args, serialize_one, type_as_str_with_info  # noqa: E402
+from piece_by_piece_serialize.serialize import _caches  # noqa: E402
 
 _caches._loaded()
 

@@ -92,7 +92,7 @@ def test_item_error_block() -> None:
 def test_cache_table_lists_every_kind() -> None:
     """The table of cache spellings and the vocabulary of _cache_kinds.py are one fact: every built-in cache
     name and layer kind letter is in the table, beside its class."""
-    from piece_by_piece_serialize._cache_kinds import cache_kinds, layer_kinds
+    from piece_by_piece_serialize.type_info._cache_kinds import cache_kinds, layer_kinds
 
     text = DOC.read_text(encoding="utf-8")
     table = text[text.index("| spelling | class |") :]

@@ -19,7 +19,8 @@ cache_utils = pytest.importorskip("transformers.cache_utils")
 
 from _pbp_compare import assert_same  # noqa: E402
 
-from piece_by_piece_serialize import _caches, serialize  # noqa: E402
+from piece_by_piece_serialize import serialize  # noqa: E402
+from piece_by_piece_serialize.serialize import _caches  # noqa: E402
 from piece_by_piece_serialize.serialize import (  # noqa: E402
     deserialize_args,
     serialize_args,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from piece_by_piece_serialize._grammar import build_parser
+from piece_by_piece_serialize._lalr.grammar import build_parser
 from piece_by_piece_serialize.errors import TreeSpecNameError
 from piece_by_piece_serialize.type_info import (
     MAX_CACHE_LAYERS,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from corpus_inputs import build_corpus
 
-from piece_by_piece_serialize._treespec_ast import print_name
-from piece_by_piece_serialize._treespec_transform import parse, parse_if_canonical
+from piece_by_piece_serialize.treespec_name._ast import print_name
+from piece_by_piece_serialize.treespec_name._transform import parse, parse_if_canonical
 from piece_by_piece_serialize.errors import TreeSpecNameError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize._treespec_ast import encode_body, is_plain_key
+from piece_by_piece_serialize.treespec_name._ast import encode_body, is_plain_key
 
 LOWER_DIGIT = set("abcdefghijklmnopqrstuvwxyz0123456789")
 ALNUM = LOWER_DIGIT | set("ABCDEFGHIJKLMNOPQRSTUVWXYZ")

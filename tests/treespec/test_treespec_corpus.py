@@ -16,7 +16,7 @@ import corpus_inputs  # noqa: F401  (registers the corpus types the golden names
 import pytest
 from test_treespec_roundtrip import decode_cold
 
-from piece_by_piece_serialize._grammar import build_parser
+from piece_by_piece_serialize._lalr.grammar import build_parser
 from piece_by_piece_serialize.errors import TreeSpecNameError
 from piece_by_piece_serialize.treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
 
@@ -42,7 +42,7 @@ def test_grammar_builds_strict() -> None:
 
 
 def test_grammar_file_opens_with_a_comment() -> None:
-    from piece_by_piece_serialize._grammar import grammar_text
+    from piece_by_piece_serialize._lalr.grammar import grammar_text
 
     assert grammar_text("treespec_name").startswith("// TreeSpec names, format v1")
 

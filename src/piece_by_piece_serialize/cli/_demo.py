@@ -110,7 +110,7 @@ def custom_op_job() -> bool:
     except ImportError:
         print("transformers is not installed: pip install 'piece-by-piece-serialize[transformers]'")
         return False
-    from .custom_op import replace_with_custom_ops, restore_modules
+    from ..custom_op import replace_with_custom_ops, restore_modules
 
     model = tiny_llama()
     reference = copy.deepcopy(model)
@@ -161,7 +161,7 @@ def demo(*, quiet: bool = False) -> int:
     import torch
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
-    from .treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
+    from ..treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
 
     print("== 1. a tiny Llama with its decoder layers behind custom operators")
     job_ok = custom_op_job()

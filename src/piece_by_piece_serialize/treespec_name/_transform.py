@@ -16,9 +16,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ._lalr import Engine, Failure, Token
-from ._lalr_build import load
-from ._treespec_ast import (
+from .._lalr.engine import Engine, Failure, Token
+from .._lalr.tables import load
+from ..errors import TreeSpecNameError
+from ._ast import (
     UNESCAPE,
     BoolConst,
     CustomNode,
@@ -43,7 +44,6 @@ from ._treespec_ast import (
     encode_body,
     is_plain_key,
 )
-from .errors import TreeSpecNameError
 
 if TYPE_CHECKING:
     # Spelled here because _ToAst's methods named list, tuple and dict shadow the builtins in its body.

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from ..errors import PbpSyntaxError
 from ._config import Config, ConfigError, load_config
 from ._progress import Progress
 from ._report import Reporter
@@ -45,7 +46,6 @@ from ._sources import (
     kind_for_path,
     read_source,
 )
-from .errors import PbpSyntaxError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
 
     import torch
 
+    from ..errors import SchemaError
+    from ..schema import FunctionSchema
     from ._sources import Suppression
-    from .errors import SchemaError
-    from .schema import FunctionSchema
 
 __all__ = [
     "Finding",
@@ -177,9 +177,9 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
     Plain-text schemas may be nameless (``(Tensor x) -> Tensor``, the form ``infer_schema`` writes)
     unless ``require_name``; other contexts need a name exactly where torch does.
     """
+    from ..errors import SchemaError
+    from ..schema import parse_operator_name, parse_schema
     from ._lint import has_typevar, lint_schema
-    from .errors import SchemaError
-    from .schema import parse_operator_name, parse_schema
 
     try:
         # one parse for every context: whether a nameless schema is allowed is decided below, with a
@@ -676,8 +676,8 @@ def print_argument_error(label: str, exc: PbpSyntaxError) -> None:
 
 def names_command(text: str) -> int:
     """``schema names``: the argument names of one schema, one per line."""
-    from .errors import SchemaError
-    from .schema import extract_names_from_schema
+    from ..errors import SchemaError
+    from ..schema import extract_names_from_schema
 
     try:
         names = extract_names_from_schema(text)

@@ -20,13 +20,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ._sources import (
-    CONTEXT_CUSTOM_OP,
-    CONTEXT_LIBRARY_DEFINE,
-    CONTEXT_TORCH_LIBRARY_DEFINE,
-    NAMELESS,
-)
-from .schema import (
+from ..schema import (
     AliasInfo,
     Argument,
     BaseType,
@@ -48,6 +42,12 @@ from .schema import (
     TypeVar,
     UnionType,
     format_float,
+)
+from ._sources import (
+    CONTEXT_CUSTOM_OP,
+    CONTEXT_LIBRARY_DEFINE,
+    CONTEXT_TORCH_LIBRARY_DEFINE,
+    NAMELESS,
 )
 
 __all__ = ["Lint", "has_typevar", "lint_schema", "typevar_at"]

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ..errors import TreeSpecNameError
 from ._cache_kinds import CACHE_OPTIONS, LayerKind, Param, cache_kind, cache_kinds, layer_kind, layer_kinds
-from .errors import TreeSpecNameError
 
 __all__ = [
     "AnyCacheInfo",
@@ -515,7 +515,7 @@ def _parse(text: str) -> TypeInfo:
             text[:200],
             0,
         )
-    from ._type_info_transform import parse
+    from ._transform import parse
 
     return parse(text)
 
@@ -582,11 +582,11 @@ def pretty_type_info(text: str) -> str:
     """
     info = parse_type_info(text)
     if isinstance(info, TreeSpecInfo):
-        from .treespec_name import pretty_name
+        from ..treespec_name import pretty_name
 
         return pretty_name(info.name)
     if isinstance(info, TreeWithCachesInfo):
-        from .treespec_name import pretty_name
+        from ..treespec_name import pretty_name
 
         n = len(info.caches)
         lines = [f"pytree with {n} transformers cache{'s' if n != 1 else ''} among its leaves ({info.n_items} items)"]

@@ -42,8 +42,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..type_info import LayerInfo
 from . import _cache_layers as L
-from .type_info import LayerInfo
 
 _Take = Callable[[], Any]
 

@@ -19,10 +19,10 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from ._lalr import Engine, Failure, Token
-from ._lalr_build import load
+from .._lalr.engine import Engine, Failure, Token
+from .._lalr.tables import load
+from ..errors import TreeSpecNameError
 from ._sources import _decode_python_string
-from .errors import TreeSpecNameError
 
 __all__ = ["LEAF", "MAX_DEPTH", "parse_structure"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..type_info import LayerInfo
 from . import _cache_layers as L
-from .type_info import LayerInfo
 
 if TYPE_CHECKING:  # annotations only: the makers are given torch.Tensor, so ``type(x) is tensor`` narrows x to it
     from torch import Tensor

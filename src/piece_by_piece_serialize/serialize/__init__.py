@@ -40,8 +40,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _caches
-from .type_info import (
+from ..type_info import (
     _CACHED_LENGTH,
     AnyCacheInfo,
     CacheInfo,
@@ -57,13 +56,14 @@ from .type_info import (
     TypeInfo,
     _parse_cached,
 )
+from . import _caches
 
 if TYPE_CHECKING:  # annotations only: torch is imported on first use (see _setup)
     from torch import Tensor
 
     # re-exported lazily by __getattr__ below; named here so that type checkers know them
-    from .schema import extract_names_from_schema
-    from .treespec_name import tree_spec_as_name, tree_spec_from_name
+    from ..schema import extract_names_from_schema
+    from ..treespec_name import tree_spec_as_name, tree_spec_from_name
 
 __all__ = [
     "choose_kwargs_for_dynamic_shapes",
@@ -104,11 +104,11 @@ def _setup() -> None:
 def __getattr__(name: str) -> Any:
     # Re-exported from their own modules, loaded on first access like the package's top level.
     if name == "extract_names_from_schema":
-        from .schema import extract_names_from_schema
+        from ..schema import extract_names_from_schema
 
         return extract_names_from_schema
     if name in ("tree_spec_as_name", "tree_spec_from_name"):
-        from . import treespec_name
+        from .. import treespec_name
 
         return getattr(treespec_name, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -273,7 +273,7 @@ def type_as_str_with_info(obj: Any) -> str:
         return str(TensorDictInfo(tuple(obj)))
     if kind == _K_CACHE:
         return str(_caches.describe(obj, "value"))
-    from .treespec_name import tree_spec_as_name
+    from ..treespec_name import tree_spec_as_name
 
     leaves, spec, caches = _flatten_tree(obj)
     name = tree_spec_as_name(spec, len(leaves))
@@ -349,7 +349,7 @@ def serialize_args(
                 f"serialize_args: keyword arguments {sorted(map(str, kwargs))} need the parameter order; "
                 "give args_names or schema"
             )
-        from .schema import extract_names_from_schema
+        from ..schema import extract_names_from_schema
 
         args_names = extract_names_from_schema(schema)
     elif not isinstance(args_names, (list, tuple)) or not all(isinstance(n, str) for n in args_names):

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from typing import TYPE_CHECKING, cast
 
-from ._schema_ast import (
+from ..errors import SchemaError
+from ._ast import (
     MAX_TYPE_DEPTH,
     AliasInfo,
     Argument,
@@ -46,10 +47,9 @@ from ._schema_ast import (
     format_float,
     quote_string,
 )
-from .errors import SchemaError
 
 if TYPE_CHECKING:
-    from ._schema_transform import ParseResult
+    from ._transform import ParseResult
 
 __all__ = [
     "parse_schema",
@@ -94,7 +94,7 @@ ClassCheck = Callable[[str, str], bool]
 def _parse(text: str) -> ParseResult:
     if not isinstance(text, str):
         raise TypeError(f"a schema must be a str, not {type(text).__name__}")
-    from ._schema_transform import parse  # lark is imported on first use only
+    from ._transform import parse  # lark is imported on first use only
 
     return parse(text)
 

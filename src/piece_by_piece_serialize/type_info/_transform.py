@@ -18,11 +18,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import type_info as ti
+from .. import type_info as ti
+from .._lalr.engine import Engine, Failure, Token
+from .._lalr.tables import load
+from ..errors import TreeSpecNameError
 from ._cache_kinds import STATE_PARAMS
-from ._lalr import Engine, Failure, Token
-from ._lalr_build import load
-from .errors import TreeSpecNameError
 
 # How each terminal is named in an error message ("expected a count or 'D', got 'x'").
 _DISPLAY = {
@@ -261,7 +261,7 @@ def _legacy_name(name: Token, text: str) -> None:
 
 def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
     # Imported here: decoding a TreeSpec name needs torch, every other form does not.
-    from .treespec_name import tree_spec_from_name
+    from ..treespec_name import tree_spec_from_name
 
     try:
         n_leaves, spec = tree_spec_from_name(tok.value)

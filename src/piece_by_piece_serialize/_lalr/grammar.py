@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from lark import Lark
 
 _HERE = Path(__file__).resolve().parent
-_CANDIDATES = (_HERE / "grammars", _HERE.parent.parent / "grammars")
+# installed: piece_by_piece_serialize/grammars/ (the wheel force-includes them); source tree: <repo>/grammars/
+_CANDIDATES = (_HERE.parent / "grammars", _HERE.parents[2] / "grammars")
 
 
 def grammar_dir() -> Path:

@@ -22,9 +22,10 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ._lalr import Engine, Failure, Token
-from ._lalr_build import load
-from ._schema_ast import (
+from .._lalr.engine import Engine, Failure, Token
+from .._lalr.tables import load
+from ..errors import SchemaError
+from ._ast import (
     MAX_TYPE_DEPTH,
     AliasInfo,
     Argument,
@@ -53,7 +54,6 @@ from ._schema_ast import (
     TypeVar,
     UnionType,
 )
-from .errors import SchemaError
 
 __all__ = ["parse", "ParseResult"]
 

@@ -41,7 +41,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Check and format PyTorch operator schemas; decode and encode TreeSpec names.",
         epilog="Exit status: 0 clean, 1 findings, 2 usage or I/O error.",
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -200,9 +200,9 @@ def _cmd_schema_names(args: argparse.Namespace) -> int:
 
 
 def _cmd_name_decode(args: argparse.Namespace) -> int:
+    from ..errors import TreeSpecNameError
+    from ..type_info import pretty_type_info
     from ._check import print_argument_error
-    from .errors import TreeSpecNameError
-    from .type_info import pretty_type_info
 
     try:
         print(pretty_type_info(args.name))
@@ -213,9 +213,9 @@ def _cmd_name_decode(args: argparse.Namespace) -> int:
 
 
 def _cmd_name_encode(args: argparse.Namespace) -> int:
+    from ..errors import TreeSpecNameError
     from ._check import print_argument_error
     from ._structure import parse_structure
-    from .errors import TreeSpecNameError
 
     try:
         structure = parse_structure(args.description)
@@ -224,7 +224,7 @@ def _cmd_name_encode(args: argparse.Namespace) -> int:
         return 1
     from torch.utils._pytree import tree_flatten
 
-    from .treespec_name import tree_spec_as_name
+    from ..treespec_name import tree_spec_as_name
 
     leaves, spec = tree_flatten(structure)
     try:

@@ -40,9 +40,9 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
+from ..type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerInfo
+from ..type_info._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
 from . import _cache_layers as L
-from ._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
-from .type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerInfo
 
 _MODULE = "transformers.cache_utils"
 

@@ -170,7 +170,7 @@ class Reporter:
         return result
 
     def _sarif_document(self, exit_code: int) -> dict[str, Any]:
-        from . import __version__
+        from .. import __version__
 
         rules = []
         for rule in RULES.values():

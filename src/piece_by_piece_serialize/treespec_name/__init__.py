@@ -27,7 +27,8 @@ from collections import OrderedDict, defaultdict, deque, namedtuple
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._treespec_ast import (
+from ..errors import TreeSpecNameError
+from ._ast import (
     BoolConst,
     Const,
     CustomNode,
@@ -56,7 +57,6 @@ from ._treespec_ast import (
     print_name,
     within_limits,
 )
-from .errors import TreeSpecNameError
 
 if TYPE_CHECKING:
     from torch.utils._pytree import TreeSpec
@@ -456,7 +456,7 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
     if len(name) > limits.max_length:
         raise TreeSpecNameError(f"name is longer than the limit of {limits.max_length} characters",
                                 name, limits.max_length)
-    from ._treespec_transform import parse, parse_if_canonical
+    from ._transform import parse, parse_if_canonical
 
     ast = parse_if_canonical(name)  # Note [piecewise canonical check] in _treespec_transform
     checked = ast is not None
@@ -667,7 +667,7 @@ def tree_spec_from_legacy_name_unsafe(name: str) -> tuple[int, TreeSpec]:
     import warnings
     import zlib
 
-    from ._treespec_transform import parse
+    from ._transform import parse
 
     ast = parse(name)
     if type(ast) is not LegacyName:

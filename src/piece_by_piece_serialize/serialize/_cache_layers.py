@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._cache_kinds import LayerKind, layer_kind
-from .type_info import LayerInfo, LinearState
+from ..type_info import LayerInfo, LinearState
+from ..type_info._cache_kinds import LayerKind, layer_kind
 
 # torch, bound by bind() when transformers is first seen (it imported torch)
 _torch: Any = None

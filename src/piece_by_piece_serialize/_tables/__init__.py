@@ -1,1 +1,0 @@
-"""Generated LALR tables, one module per grammar (see piece_by_piece_serialize._lalr_build)."""
