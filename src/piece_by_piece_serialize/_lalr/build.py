@@ -26,8 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .grammar import build_parser
-from .tables import grammar_sha256
+from .grammar import build_parser, grammar_sha256
 
 # The grammars run by the engine, with the lark options that shape their tables.
 GRAMMARS: dict[str, dict[str, Any]] = {

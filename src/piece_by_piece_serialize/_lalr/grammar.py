@@ -1,17 +1,18 @@
-"""Locate the grammar files and build each Lark parser once.
+"""Locate the grammar files, stamp them, and build a Lark parser from one (for the table build and the tests).
 
-The ``.lark`` files in the top-level ``grammars/`` folder are the single definition of both languages.
+The ``.lark`` files in the top-level ``grammars/`` folder are the single definition of the four languages.
 In a wheel they ship as ``piece_by_piece_serialize/grammars/``; in a source checkout (editable install)
 they are read from the repository's ``grammars/``. Nothing is written beside the code at run time.
 
 ``lark`` is imported only when a parser is built: all four languages (schemas, TreeSpec names, type-info strings
-and structure descriptions) are parsed by :mod:`._lalr` from tables generated ahead of time (``_tables/``, see
-:mod:`._lalr_build`), so lark runs only to regenerate them (or to rebuild them in memory when a grammar file no
-longer matches its tables) and in the tests.
+and structure descriptions) are parsed by :mod:`.engine` from tables generated ahead of time (``_generated/``,
+see :mod:`.build`), so lark runs only to regenerate them (or to rebuild them in memory when a grammar file no
+longer matches the stamp of its tables, :func:`grammar_sha256`) and in the tests.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,13 @@ def grammar_path(name: str) -> Path:
 def grammar_text(name: str) -> str:
     """The text of ``grammars/<name>.lark``."""
     return grammar_path(name).read_text(encoding="utf-8")
+
+
+def grammar_sha256(name: str) -> str:
+    """The stamp of ``grammars/<name>.lark``: its text with line ends normalised (a checkout that writes CRLF
+    holds the same grammar)."""
+    text = grammar_text(name).replace("\r\n", "\n")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def build_parser(name: str, **options: Any) -> Lark:

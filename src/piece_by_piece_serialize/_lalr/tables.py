@@ -8,18 +8,10 @@ never run with old tables: on a mismatch (or a missing module) the tables are re
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from typing import Any
 
-from .grammar import grammar_text
-
-
-def grammar_sha256(name: str) -> str:
-    """The stamp of ``grammars/<name>.lark``: its text with line ends normalised (a checkout that writes CRLF
-    holds the same grammar)."""
-    text = grammar_text(name).replace("\r\n", "\n")
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+from .grammar import grammar_sha256
 
 
 def load(name: str) -> dict[str, Any]:
