@@ -1,0 +1,126 @@
+"""Output shapes under fake tensors, learned from the eager calls of a module behind a custom operator.
+
+Note [learned shapes]
+~~~~~~~~~~~~~~~~~~~~~
+Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
+(``torch.export``), each output dimension is computed from the inputs by the first of these rules
+that holds in every recorded call: it equals an input dimension; it is a constant; it is the sum of
+two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
+hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
+inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
+with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the
+traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
+Dtypes and devices are those recorded.
+
+Invariants: nothing here runs the module or holds a tensor; a rule is plain data (tuples of ints), so a call
+record can be compared and printed; every refusal is a :class:`CustomOpError` that names the output dimension
+and the candidates involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._error import CustomOpError
+
+Rule = tuple[str, tuple[Any, ...]]  # ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
+
+
+# Candidates kept per rule: enough to show an ambiguity, bounded for modules with hundreds of inputs.
+_MAX_CANDIDATES = 32
+
+
+def learn(op: str, shapes: Sequence[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]]) -> list[list[Rule]]:
+    """For each output tensor, one rule per dimension, from the recorded calls."""
+    ins = [[size for shape in call_in for size in shape] for call_in, _ in shapes]
+    where = [(i, d) for i, shape in enumerate(shapes[0][0]) for d in range(len(shape))]
+    if any(len(x) != len(where) for x in ins) or len({tuple(len(s) for s in out) for _, out in shapes}) != 1:
+        raise CustomOpError(f"{op}: the recorded calls of one structure have tensors of different ranks; pass fake=")
+    by_value: dict[int, list[int]] = {}
+    for a, v in enumerate(ins[0]):
+        by_value.setdefault(v, []).append(a)
+    rules: list[list[Rule]] = []
+    for k, rank in enumerate(len(s) for s in shapes[0][1]):
+        per_dim: list[Rule] = []
+        for d in range(rank):
+            target = [out[k][d] for _, out in shapes]
+            dims = [a for a in by_value.get(target[0], ()) if all(x[a] == t for x, t in zip(ins, target, strict=False))]
+            if dims:
+                per_dim.append(("dim", tuple(where[a] for a in dims[:_MAX_CANDIDATES])))
+                continue
+            if len(set(target)) == 1:
+                per_dim.append(("const", (target[0],)))
+                continue
+            sums = [
+                (a, b)
+                for a, va in enumerate(ins[0])
+                for b in by_value.get(target[0] - va, ())
+                if a <= b and all(x[a] + x[b] == t for x, t in zip(ins, target, strict=False))
+            ]
+            if sums:
+                per_dim.append(("sum", tuple((where[a], where[b]) for a, b in sums[:_MAX_CANDIDATES])))
+                continue
+            plus = [
+                a for a in range(len(where)) if len({t - x[a] for x, t in zip(ins, target, strict=False)}) == 1
+            ]
+            if plus:
+                per_dim.append(("plus", tuple((where[a], target[0] - ins[0][a]) for a in plus[:_MAX_CANDIDATES])))
+                continue
+            per_dim.append(("none", ()))
+        rules.append(per_dim)
+    return rules
+
+
+def _spell(kind: str, cand: Any) -> str:
+    if kind == "dim":
+        return f"input tensor {cand[0]} dim {cand[1]}"
+    if kind == "const":
+        return str(cand)
+    if kind == "sum":
+        (i, d), (j, e) = cand
+        return f"input tensor {i} dim {d} + input tensor {j} dim {e}"
+    (i, d), c = cand
+    return f"input tensor {i} dim {d} {'+' if c >= 0 else '-'} {abs(c)}"
+
+
+def _value(kind: str, cand: Any, sizes: Sequence[Any]) -> Any:
+    if kind == "dim":
+        return sizes[cand[0]][cand[1]]
+    if kind == "const":
+        return cand
+    if kind == "sum":
+        (i, d), (j, e) = cand
+        return sizes[i][d] + sizes[j][e]
+    (i, d), c = cand
+    return sizes[i][d] + c
+
+
+def evaluate(op: str, k: int, rules: Sequence[Rule], sizes: Sequence[Any]) -> list[Any]:
+    from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
+
+    shape = []
+    for d, (kind, cands) in enumerate(rules):
+        if kind == "none":
+            raise CustomOpError(
+                f"{op}: output tensor {k} dim {d} is not an input dimension, a constant or a sum of them in the recorded "
+                "calls; pass fake= to as_custom_op"
+            )
+        values = [_value(kind, c, sizes) for c in cands]
+        for c, v in zip(cands[1:], values[1:], strict=False):
+            if statically_known_true(values[0] == v):
+                continue
+            if not isinstance(values[0], int) and not isinstance(v, int) and optimization_hint(values[0]) == optimization_hint(v):
+                # Two symbolic sizes that every recorded call and the traced inputs have equal (the batch of two
+                # inputs): say so to the tracer, which fails if the user declared them independent.
+                import torch
+
+                torch._check(values[0] == v)  # type: ignore[no-untyped-call]  # unannotated in torch
+            else:
+                raise CustomOpError(
+                    f"{op}: output tensor {k} dim {d} cannot be derived: in every recorded call it equals both "
+                    f"{_spell(kind, cands[0])} and {_spell(kind, c)}, which differ here ({values[0]} and {v}); call the "
+                    "module once more in eager mode with other sizes (batch, sequence), or pass fake= to as_custom_op"
+                )
+        shape.append(values[0])
+    return shape
