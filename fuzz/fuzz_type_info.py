@@ -489,6 +489,7 @@ def main() -> None:
         TestOneInput,
         [
             "piece_by_piece_serialize.type_info",
+            "piece_by_piece_serialize.type_info._ast",
             "piece_by_piece_serialize.type_info._transform",
             "piece_by_piece_serialize.serialize",
             "piece_by_piece_serialize.serialize._caches",

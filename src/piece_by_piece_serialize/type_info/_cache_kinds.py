@@ -4,10 +4,11 @@
 groups made of a kind letter, a number, parameters and recurrent-state groups); this module fixes its
 *vocabulary*: for every layer kind letter, the transformers class it stands for, what its number means,
 which parameters it takes and, for a given spelling, which items of the flat list it consumes and in what
-order. The AST (:mod:`.type_info`) validates against these tables and the rebuild (:mod:`._caches`) follows
-them, so that the writer, the reader and the documentation table cannot disagree.
+order. The AST (:mod:`._ast`) validates against these tables and the rebuild (:mod:`..serialize._caches`)
+follows them, so that the writer, the reader and the documentation table cannot disagree.
 
-Invariants: this module imports neither torch nor transformers (the type-info parser runs without them);
+Invariants: this module imports only the standard library (no torch, no transformers: the type-info parser
+runs without them, and nothing of this package: every other module of it may import this one);
 the tables only grow (a registered kind is never removed or redefined), so a string that parsed once keeps
 its meaning in the process; item names are the attribute names of the transformers classes, except the
 recurrent-state items, named ``conv_states[i]`` and ``recurrent_states[i]``.

@@ -1,8 +1,8 @@
 """Type-info text -> AST: the parser of ``grammars/type_info.lark`` and the callbacks that build the AST.
 
-The engine (:mod:`._lalr`, running the tables lark computes from the grammar, contextual lexer; see
-:mod:`._lalr_build`) calls the callbacks of :class:`_ToAst` bottom-up, one per rule, and they build the frozen
-dataclasses of :mod:`.type_info`; lark is not imported. A syntax error becomes a :class:`TreeSpecNameError`
+The engine (:mod:`.._lalr.engine`, running the tables lark computes from the grammar, contextual lexer; see
+:mod:`.._lalr.build`) calls the callbacks of :class:`_ToAst` bottom-up, one per rule, and they build the frozen
+dataclasses of :mod:`._ast`; lark is not imported. A syntax error becomes a :class:`TreeSpecNameError`
 positioned at the offending character with the expected tokens named for people, and the semantic checks the
 grammar cannot express (the count of ``dict__N`` equals its keys, keys are distinct, a legacy ``DynamicCache__N``
 has an even N, the layer limit) raise the same error at the offending token.
@@ -10,6 +10,10 @@ has an even N, the layer limit) raise the same error at the offending token.
 Invariant: a text with a syntax error anywhere reports that syntax error, even when a semantic check of an earlier
 part fails first (the checks run during the parse): the text is then parsed again without them
 (Note [syntax errors first]).
+
+Imports: the engine and its tables (:mod:`.._lalr`), the error class, the AST (:mod:`._ast`) and the cache
+vocabulary (:mod:`._cache_kinds`); :mod:`..treespec_name` (torch) only when a ``___`` TreeSpec name is decoded.
+Never the package ``__init__`` (which imports this module on first parse), never lark.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .. import type_info as ti
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
+from . import _ast as ti
 from ._cache_kinds import STATE_PARAMS
 
 # How each terminal is named in an error message ("expected a count or 'D', got 'x'").
