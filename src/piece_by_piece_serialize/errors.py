@@ -12,11 +12,6 @@ from __future__ import annotations
 
 __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError"]
 
-# A caret line is only useful when it fits on a terminal; longer source lines are shown as a window
-# around the offending column, with "..." marking the elided parts.
-_WINDOW = 100
-
-
 class PbpSyntaxError(ValueError):
     """Base class of the per-language errors: a message positioned in a source text."""
 
@@ -51,18 +46,10 @@ class PbpSyntaxError(ValueError):
         if line_end == -1:
             line_end = len(self.text)
         line = self.text[line_start:line_end]
-        col = self.pos - line_start
-        prefix = ""
-        if len(line) > _WINDOW:
-            lo = max(0, min(col - _WINDOW // 2, len(line) - _WINDOW))
-            hi = lo + _WINDOW
-            prefix = "..." if lo > 0 else ""
-            suffix = "..." if hi < len(line) else ""
-            line = prefix + line[lo:hi] + suffix
-            col = col - lo + len(prefix)
-        # Show control characters visibly so that the caret column stays aligned with what is printed.
-        shown = "".join(ch if ch.isprintable() else "?" for ch in line)
-        return f"  {shown}\n  {' ' * col}^"
+        # deferred: the package's import stays a few modules; a caret is wanted only when an error is shown
+        from ._diagnostics import caret
+
+        return caret(line, self.pos - line_start)
 
 
 class SchemaError(PbpSyntaxError):
