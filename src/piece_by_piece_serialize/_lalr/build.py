@@ -258,20 +258,9 @@ def _scanner(terminals: list[Any]) -> tuple[Any, ...]:
     return order, keywords, _dispatch(order, literals)
 
 
-def build_tables(name: str) -> dict[str, Any]:
-    """The tables of ``grammars/<name>.lark`` as plain data (see the module docstring)."""
-    from lark.grammar import Terminal  # building tables needs lark; running them does not
-
-    options = GRAMMARS[name]
-    always_accept = options["always_accept"]
-    lark_options: dict[str, Any] = {"lexer": options["lexer"], "maybe_placeholders": False}
-    if always_accept:
-        lark_options["postlex"] = _KeepNewlines(always_accept)
-    parser = build_parser(name, **lark_options)
-    table = parser.parser.parser.parser.parse_table
-    (start,) = parser.options.start
-
-    # Canonical state numbers: breadth-first from the start state, successors in sorted symbol order.
+def _numbered_states(table: Any, start: str) -> tuple[dict[Any, int], list[Any]]:
+    """Canonical state numbers: breadth-first from the start state, successors in sorted symbol order; the end
+    state last when no shift reaches it. Returns the numbering and the old states in that order."""
     old_start, old_end = table.start_states[start], table.end_states[start]
     number = {old_start: 0}
     queue = [old_start]
@@ -284,7 +273,11 @@ def build_tables(name: str) -> dict[str, Any]:
     if old_end not in number:
         number[old_end] = len(number)
         queue.append(old_end)
+    return number, queue
 
+
+def _actions_and_gotos(table: Any, parser: Any, number: dict[Any, int], queue: list[Any]) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Per state: terminal -> shift state or ~rule index, and rule name -> goto state."""
     rule_index = {rule: i for i, rule in enumerate(parser.rules)}
     actions: list[dict[str, int]] = []
     gotos: list[dict[str, int]] = []
@@ -299,6 +292,13 @@ def build_tables(name: str) -> dict[str, Any]:
                 acts[str(symbol)] = ~rule_index[arg]
         actions.append(acts)
         gotos.append(goes)
+    return actions, gotos
+
+
+def _rules(parser: Any) -> tuple[Any, ...]:
+    """Per rule: origin, length, callback name, whether a one-child ?rule returns the child, the kept children
+    (None when all are kept as they are) and whether the rule is a ``_rule``."""
+    from lark.grammar import Terminal  # building tables needs lark; running them does not
 
     rules = []
     for rule in parser.rules:
@@ -318,17 +318,16 @@ def build_tables(name: str) -> dict[str, Any]:
                 rule.origin.name.startswith("_"),
             )
         )
+    return tuple(rules)
 
+
+def _scanners(parser: Any, actions: list[dict[str, int]], lexer: str, extra: set[str]) -> tuple[list[Any], list[int]]:
+    """The scanners and which one each state uses: one for all states with the basic lexer; with the contextual
+    one, a scanner per distinct set of terminals a state accepts (plus ``extra``), the root scanner first."""
     by_name = {t.name: t for t in parser.terminals}
-    ignore = tuple(sorted(parser.ignore_tokens))
-    # With a contextual lexer, every state's scanner also tries the ignored terminals (as lark's does): ignored text
-    # is skipped before every token, and where a state's scanner matches nothing there is no ignored text, so the
-    # root scanner that is then tried for the error's token (as lark tries its root lexer) finds a real token or
-    # nothing, as lark's does. tests/test_tables.py checks this against lark on the structure grammar.
-    extra = set(ignore) | set(always_accept)
     scanners: list[Any] = [_scanner(list(by_name.values()))]
-    scanner_of_state = [0] * len(queue)
-    if options["lexer"] == "contextual":
+    scanner_of_state = [0] * len(actions)
+    if lexer == "contextual":
         seen: dict[frozenset[str], int] = {}
         for new, acts in enumerate(actions):
             accepts = frozenset(n for n in acts if n in by_name) | extra
@@ -336,20 +335,40 @@ def build_tables(name: str) -> dict[str, Any]:
                 seen[accepts] = len(scanners)
                 scanners.append(_scanner([by_name[n] for n in sorted(accepts) if n in by_name]))
             scanner_of_state[new] = seen[accepts]
+    return scanners, scanner_of_state
 
+
+def build_tables(name: str) -> dict[str, Any]:
+    """The tables of ``grammars/<name>.lark`` as plain data (see the module docstring)."""
+    options = GRAMMARS[name]
+    always_accept = options["always_accept"]
+    lark_options: dict[str, Any] = {"lexer": options["lexer"], "maybe_placeholders": False}
+    if always_accept:
+        lark_options["postlex"] = _KeepNewlines(always_accept)
+    parser = build_parser(name, **lark_options)
+    table = parser.parser.parser.parser.parse_table
+    (start,) = parser.options.start
+    number, queue = _numbered_states(table, start)
+    actions, gotos = _actions_and_gotos(table, parser, number, queue)
+    ignore = tuple(sorted(parser.ignore_tokens))
+    # With a contextual lexer, every state's scanner also tries the ignored terminals (as lark's does): ignored text
+    # is skipped before every token, and where a state's scanner matches nothing there is no ignored text, so the
+    # root scanner that is then tried for the error's token (as lark tries its root lexer) finds a real token or
+    # nothing, as lark's does. tests/test_tables.py checks this against lark on the structure grammar.
+    scanners, scanner_of_state = _scanners(parser, actions, options["lexer"], set(ignore) | set(always_accept))
+    terminals = sorted(parser.terminals, key=lambda t: t.name)
     return {
         "grammar_sha256": grammar_sha256(name),
         "scanners": tuple(scanners),
-        "literals": {t.name: t.pattern.value for t in sorted(by_name.values(), key=lambda t: t.name)
-                     if t.pattern.type == "str" and not t.pattern.flags},
+        "literals": {t.name: t.pattern.value for t in terminals if t.pattern.type == "str" and not t.pattern.flags},
         "root_scanner": 0,
         "scanner_of_state": tuple(scanner_of_state),
         "ignore": ignore,
         "start_state": 0,
-        "end_state": number[old_end],
+        "end_state": number[table.end_states[start]],
         "actions": tuple(actions),
         "gotos": tuple(gotos),
-        "rules": tuple(rules),
+        "rules": _rules(parser),
     }
 
 
