@@ -52,7 +52,18 @@ under fake tensors, or if anything came between, the wrapper rebuilds from the t
 The stack is popped right after each operator call, so a nested call of the same operator (a module
 calling itself) pairs with its own entry.
 
-Note [learned shapes] is in :mod:`._shapes`, with the code it describes.
+Note [learned shapes]
+~~~~~~~~~~~~~~~~~~~~~
+Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
+(``torch.export``), each output dimension is computed from the inputs by the first of these rules
+that holds in every recorded call: it equals an input dimension; it is a constant; it is the sum of
+two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
+hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
+inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
+with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the
+traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
+Dtypes and devices are those recorded.
+(The code is in :mod:`._shapes`.)
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Output shapes under fake tensors, learned from the eager calls of a module behind a custom operator.
 
-Note [learned shapes]
-~~~~~~~~~~~~~~~~~~~~~
-Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
-(``torch.export``), each output dimension is computed from the inputs by the first of these rules
-that holds in every recorded call: it equals an input dimension; it is a constant; it is the sum of
-two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
-hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
-inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
-with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the
-traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
-Dtypes and devices are those recorded.
+The rules are those of Note [learned shapes], in the package docstring: they are the contract a user relies on
+when exporting, and the API reference shows them there.
 
 Invariants: nothing here runs the module or holds a tensor; a rule is plain data (tuples of ints), so a call
 record can be compared and printed; every refusal is a :class:`CustomOpError` that names the output dimension
