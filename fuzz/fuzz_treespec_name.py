@@ -131,6 +131,7 @@ def main() -> None:
             "piece_by_piece_serialize.treespec_name",
             "piece_by_piece_serialize.treespec_name._transform",
             "piece_by_piece_serialize.treespec_name._ast",
+            "piece_by_piece_serialize.treespec_name._resolve",
         ],
         warm_up=lambda: (_targets(), check(b"___v1_T_X_D_a_X2_E_E")),
     )

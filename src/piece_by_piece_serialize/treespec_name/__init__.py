@@ -9,20 +9,24 @@ Invariants:
   spelling of the same spec is refused, so a name can be compared, hashed and cached as a string.
 - Safe: decoding never runs pickle, eval, exec or an import. A type is found only through torch's pytree
   registry (its serialized type names) or as ``module.qualname`` of a module already in ``sys.modules``,
-  walking ``__dict__`` entries (no ``getattr`` hooks, so lazy modules are not triggered). The only code a
-  decode can run is a ``from_dumpable_context`` hook that the process registered itself, as torch does.
+  walking ``__dict__`` entries (no ``getattr`` hooks, so lazy modules are not triggered; :mod:`._resolve`). The
+  only code a decode can run is a ``from_dumpable_context`` hook that the process registered itself, as torch
+  does.
 - Bounded: a name longer than ``NameLimits.max_length``, nesting deeper than ``max_depth`` or holding more than
   ``max_nodes`` nodes (every leaf of a run ``X<k>`` counts) is refused before anything is built; parsing, checks
   and building are iterative, so time and memory are proportional to the name and nothing recurses.
 - Decoding is cached (bounded), so a warm decode is one dictionary lookup; a name encoded in this process is
   cached as it is made.
+
+Imports: the AST and printers (:mod:`._ast`), the type lookup (:mod:`._resolve`) and the error class at import
+time; the parser (:mod:`._transform`) on the first decode; torch on the first encode or decode. Never lark, and
+nothing of this package outside ``treespec_name`` but :mod:`..errors`.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-import sys
 from collections import OrderedDict, defaultdict, deque, namedtuple
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,11 +55,23 @@ from ._ast import (
     StrConst,
     TupleConst,
     TupleNode,
-    iter_tokens,
     measure,
     pretty_lines,
     print_name,
+    tokens,
     within_limits,
+)
+from ._resolve import (
+    _HOW_ENUM,
+    _HOW_FACTORY,
+    _HOW_NAMEDTUPLE,
+    _HOW_NODE,
+    _check_ref,
+    _encode_error,
+    _path_of,
+    _pytree,
+    _ref_for,
+    _resolve_ref,
 )
 
 if TYPE_CHECKING:
@@ -95,111 +111,9 @@ LEGACY_MESSAGE = (
     "is refused; call tree_spec_from_legacy_name_unsafe(name) only for a name from a trusted source"
 )
 
-_PYTREE: Any = None
-
-
-def _pytree() -> Any:
-    # torch is imported on first use only, then kept (this runs on every encode and decode).
-    global _PYTREE
-    if _PYTREE is None:
-        import torch.utils._pytree as pytree
-
-        _PYTREE = pytree
-    return _PYTREE
-
-
 # Node types spelled with their own kind letter ("C" never names them), and those whose children are dict values.
 _NATIVE_TYPES: tuple[Any, ...] = (tuple, list, dict, OrderedDict, defaultdict, deque, namedtuple)
 _KEYED_TYPES: tuple[Any, ...] = (dict, OrderedDict, defaultdict)
-
-
-def _encode_error(msg: str, subject: str) -> TreeSpecNameError:
-    """An encoding error; its source line is the offending type's name, so the caret points at it."""
-    return TreeSpecNameError(msg, subject, 0)
-
-
-# ---------------------------------------------------------------------------------------- type references
-
-
-def _module_dict(obj: Any) -> Any:
-    # object.__getattribute__ bypasses metaclass/module __getattr__ hooks: reading a name never runs code.
-    try:
-        return object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return None
-
-
-def _resolve_path(path: str) -> Any:
-    """The object at ``path`` (``builtins`` name, or ``module.qualname``) among loaded modules, or ``None``.
-
-    ``path`` is a Python dotted path already decoded from the name by the grammar; it is walked, never imported.
-    """
-    if "." not in path:
-        return _module_dict(sys.modules["builtins"]).get(path)
-    parts = path.split(".")  # a Python qualified name, not TreeSpec-name syntax
-    for i in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:i]))
-        if module is not None:
-            break
-    else:
-        return None
-    obj = module
-    for part in parts[i:]:
-        namespace = _module_dict(obj)
-        if namespace is None or part not in namespace:
-            return None
-        obj = namespace[part]
-    return obj
-
-
-def _path_of(obj: Any) -> str:
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str):
-        # an instance (None, functools.partial(...), ...) has no path: name it by its repr, kept short
-        text = repr(obj)
-        return text if len(text) <= 60 else text[:57] + "..."
-    return qualname if module == "builtins" else f"{module}.{qualname}"
-
-
-def _registered_name(cls: Any) -> str | None:
-    pytree = _pytree()
-    entry = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
-    if entry is None or entry.serialized_type_name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
-        return None
-    name = entry.serialized_type_name
-    # An empty name cannot be spelled as a reference; such a class is referred to by its path instead.
-    return name if name and pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name) is cls else None
-
-
-def _ref_for(obj: Any, what: str, how: str) -> str:
-    """The canonical reference of a class or callable: a builtin's bare name (``list``), else its pytree
-    serialized type name, else ``module.qualname``; always one that :func:`_resolve_ref` maps back to ``obj``."""
-    path = _path_of(obj)
-    if "." in path:
-        name = _registered_name(obj) if isinstance(obj, type) else None
-        if name is not None:
-            return name
-    if _pytree().SERIALIZED_TYPE_TO_PYTHON_TYPE.get(path, obj) is not obj:
-        raise _encode_error(f"cannot encode {what} {path}: a different type is registered under that name; {how}",
-                           path)
-    if _resolve_path(path) is not obj:
-        raise _encode_error(f"cannot encode {what} {path}: it is not reachable as module.qualname from a loaded "
-                           f"module; {how}", path)
-    return path
-
-
-def _resolve_ref(ref: str) -> Any:
-    found = _pytree().SERIALIZED_TYPE_TO_PYTHON_TYPE.get(ref)
-    return found if found is not None else _resolve_path(ref)
-
-
-_HOW_NAMEDTUPLE = ("define it at module level, or register it with torch.utils._pytree._register_namedtuple(cls, "
-                   "serialized_type_name=...)")
-_HOW_NODE = ("register it with torch.utils._pytree.register_pytree_node(cls, ..., serialized_type_name=...) and, "
-             "for a context that is not made of plain values, to_dumpable_context/from_dumpable_context")
-_HOW_FACTORY = "use a class defined at module level (list, dict, int, ... or your own) as the default factory"
-_HOW_ENUM = "define the Enum class at module level"
 
 
 # ------------------------------------------------------------------------------------- constants <-> values
@@ -478,16 +392,6 @@ def _parse_canonical(name: str, limits: NameLimits) -> Name:
     return ast
 
 
-def _check_ref(obj: Any, ref: str, what: str, how: str, text: str, pos: int) -> None:
-    try:
-        canonical = _ref_for(obj, what, how)
-    except TreeSpecNameError as exc:
-        raise TreeSpecNameError(exc.msg, text, pos) from None
-    if canonical != ref:
-        raise TreeSpecNameError(f"non-canonical type reference '{ref}': this {what} is written '{canonical}'",
-                                text, pos)
-
-
 def _dict_keys(keys: tuple[Const, ...], text: str, pos: int) -> list[Any]:
     values = []
     for k in keys:
@@ -585,8 +489,8 @@ def _custom_type_and_context(node: CustomNode, text: str) -> tuple[Any, Any]:
     except Exception as exc:  # the registration's own hook refused the value
         raise TreeSpecNameError(f"the context of {node.cls} was refused by its from_dumpable_context hook: "
                                 f"{type(exc).__name__}: {exc}", text, pos) from None
-    spelled = "" if node.context is None else "_".join(iter_tokens(node.context))
-    respelled = "" if again is None else "_".join(iter_tokens(_to_const(again, f"the context of {node.cls}")))
+    spelled = "" if node.context is None else "_".join(tokens(node.context))
+    respelled = "" if again is None else "_".join(tokens(_to_const(again, f"the context of {node.cls}")))
     if spelled != respelled:
         raise TreeSpecNameError(f"non-canonical context for {node.cls}: its hooks write it differently", text, pos)
     return cls, context

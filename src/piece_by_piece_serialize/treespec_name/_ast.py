@@ -12,18 +12,22 @@ Invariants:
 - ``pos`` fields (0-based offset of the item in the parsed name, -1 when built by the encoder) are not part of
   equality; they place error carets for checks that run after parsing (type resolution, limits).
 - Dataclass equality of deeply nested ASTs recurses in CPython; the library itself compares names as strings.
+
+Imports: the standard library only (the parser, the encoder and other packages import this module).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast, final
 
 __all__: list[str] = []  # private module
 
+# The one definition of the format version: the printer writes PREFIX, the reader (_transform) accepts only
+# VERSION_TAG in the grammar's VERSION terminal (/v[0-9]+/, after the "___" of _PREFIX) and names it when refusing.
 FORMAT_VERSION = 1
-PREFIX = "___v1_"
+VERSION_TAG = f"v{FORMAT_VERSION}"
+PREFIX = f"___{VERSION_TAG}_"
 
 
 class _Fragment:
@@ -32,7 +36,7 @@ class _Fragment:
     __slots__ = ()
 
     def __str__(self) -> str:
-        return "_".join(iter_tokens(self))  # type: ignore[arg-type]
+        return "_".join(tokens(self))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------- constants
@@ -191,7 +195,7 @@ class LegacyName(_Fragment):
 
 @dataclass(frozen=True, slots=True)
 class Name:
-    """A whole name: the format version (always 1 here) and the root node."""
+    """A whole name: its root node (the version tag is always :data:`VERSION_TAG`, so it is not stored)."""
 
     root: Node
 
@@ -389,11 +393,6 @@ def tokens(item: Name | Node | Const) -> list[str]:
         else:  # pragma: no cover - the AST is closed
             raise TypeError(f"not a TreeSpec-name AST node: {kind.__name__}")
     return out
-
-
-def iter_tokens(item: Name | Node | Const) -> Iterator[str]:
-    """The tokens of ``item`` in order (see :func:`tokens`)."""
-    return iter(tokens(item))
 
 
 def print_name(name: Name) -> str:

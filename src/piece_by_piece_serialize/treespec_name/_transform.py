@@ -1,6 +1,6 @@
 """Tokens -> AST for TreeSpec names: the LALR tables of ``grammars/treespec_name.lark`` with these callbacks.
 
-The engine (:mod:`._lalr`, running the tables lark computes from the grammar, contextual lexer) calls the AST
+The engine (:mod:`.._lalr.engine`, running the tables lark computes from the grammar, contextual lexer) calls the AST
 builder below as each rule is reduced, bottom-up, so no parse tree is built and no step recurses, however deeply
 the name nests. The callbacks keep no state (one engine serves all threads).
 
@@ -9,6 +9,9 @@ syntax error and every fault found by a callback becomes ``TreeSpecNameError`` w
 expected tokens and a caret line. Callbacks check what the grammar cannot say but a single token shows (leaf
 counts, escapes, floats, integer sizes, merged leaf runs); the caller then checks that the name is the
 canonical spelling of its AST (see ``treespec_name``).
+
+Imports: the engine and its tables (:mod:`.._lalr`), the error class and the AST (:mod:`._ast`). Never the
+package ``__init__`` (which imports this module on first decode), never lark or torch.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .._lalr.tables import load
 from ..errors import TreeSpecNameError
 from ._ast import (
     UNESCAPE,
+    VERSION_TAG,
     BoolConst,
     CustomNode,
     DefaultDictNode,
@@ -203,8 +207,8 @@ class _ToAst:
 
     def name(self, c: _Children) -> Name:
         version, root = c
-        if version.value != "v1":
-            raise _Fault(f"unsupported TreeSpec name version '{version.value}'; this library reads v1",
+        if version.value != VERSION_TAG:
+            raise _Fault(f"unsupported TreeSpec name version '{version.value}'; this library reads {VERSION_TAG}",
                          version.start_pos)
         if type(root) is Token:
             root = _leaves(root)
