@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from piece_by_piece_serialize.cli._sources import kind_for_path, read_source
+from piece_by_piece_serialize.cli.sources import kind_for_path, read_source
 from piece_by_piece_serialize.cli import run
 
 IDIOMS = Path(__file__).parent / "idioms"

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from piece_by_piece_serialize.cli._check import check_site
-from piece_by_piece_serialize.cli._sources import SchemaSite
+from piece_by_piece_serialize.cli.sources import SchemaSite
 
 # schema, then (column, severity, code, message) for every finding, in order
 CASES = [

@@ -72,7 +72,7 @@ def test_hook_declaration():
 
 
 def test_hook_files_are_the_suffixes_the_checker_reads():
-    from piece_by_piece_serialize.cli._sources import CPP_SUFFIXES, PYTHON_SUFFIXES, TEXT_SUFFIXES, YAML_SUFFIXES
+    from piece_by_piece_serialize.cli.sources import CPP_SUFFIXES, PYTHON_SUFFIXES, TEXT_SUFFIXES, YAML_SUFFIXES
 
     pattern = re.compile(hook_definition()["files"])
     suffixes = CPP_SUFFIXES | PYTHON_SUFFIXES | TEXT_SUFFIXES | YAML_SUFFIXES

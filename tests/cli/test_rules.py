@@ -12,7 +12,7 @@ from pathlib import Path
 
 import piece_by_piece_serialize
 from piece_by_piece_serialize.cli._rules import RULES, SEVERITIES
-from piece_by_piece_serialize.cli._sources import Problem
+from piece_by_piece_serialize.cli.sources import Problem
 
 PACKAGE = Path(piece_by_piece_serialize.__file__).parent
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -23,7 +23,7 @@ _CODE_ARG = {"Lint": 2, "_finding": 3, "Finding": 4, "Problem": 5}
 
 def emitted_codes() -> set[str]:
     codes: set[str] = {Problem("", 1, 1, "").code}  # the default code of reading problems
-    for module in ("cli/_lint.py", "cli/_check.py", "cli/_sources.py"):
+    for module in ("cli/_lint.py", "cli/_check.py", "cli/sources/_model.py", "cli/sources/_yaml.py", "cli/sources/_cpp.py", "cli/sources/_python.py"):
         tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CODE_ARG):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from piece_by_piece_serialize.cli._sources import kind_for_path, read_sites
+from piece_by_piece_serialize.cli.sources import kind_for_path, read_sites
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALL_FIXTURES = sorted(p for p in FIXTURES.iterdir() if p.is_file())

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from piece_by_piece_serialize.cli._sources import read_source
+from piece_by_piece_serialize.cli.sources import read_source
 from piece_by_piece_serialize.cli import run
 
 

@@ -1,4 +1,4 @@
-"""Properties of the CLI's schema-site readers (piece_by_piece_serialize.cli._sources).
+"""Properties of the CLI's schema-site readers (piece_by_piece_serialize.cli.sources).
 
 1. Any text, read as any kind, yields sites whose position maps are complete and inside the file, and
    never raises (hostile or truncated sources are reported, not crashed on).
@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize.cli._sources import read_source, read_sites, template_marker
+from piece_by_piece_serialize.cli.sources import read_source, read_sites, template_marker
 
 KINDS = ("text", "python", "cpp", "yaml")
 # text rich in the characters the readers care about

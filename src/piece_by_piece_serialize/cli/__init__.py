@@ -181,7 +181,7 @@ def _cmd_schema_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema_format(args: argparse.Namespace) -> int:
-    from ._check import format_command
+    from ._format import format_command
 
     return format_command(
         args.paths or ["-"],
@@ -194,7 +194,7 @@ def _cmd_schema_format(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema_names(args: argparse.Namespace) -> int:
-    from ._check import names_command
+    from ._format import names_command
 
     return names_command(args.schema)
 
@@ -202,7 +202,7 @@ def _cmd_schema_names(args: argparse.Namespace) -> int:
 def _cmd_name_decode(args: argparse.Namespace) -> int:
     from ..errors import TreeSpecNameError
     from ..type_info import pretty_type_info
-    from ._check import print_argument_error
+    from ._format import print_argument_error
 
     try:
         print(pretty_type_info(args.name))
@@ -214,7 +214,7 @@ def _cmd_name_decode(args: argparse.Namespace) -> int:
 
 def _cmd_name_encode(args: argparse.Namespace) -> int:
     from ..errors import TreeSpecNameError
-    from ._check import print_argument_error
+    from ._format import print_argument_error
     from ._structure import parse_structure
 
     try:

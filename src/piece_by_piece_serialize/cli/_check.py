@@ -1,51 +1,40 @@
-"""The engine behind ``pbp-serialize schema check|format|names``: findings, file walking, suppressions.
+"""The engine behind ``pbp-serialize schema check``: each schema site parsed and linted, severities and
+suppressions applied, and the no-path run over every schema registered in torch.
 
-A *finding* is one message positioned in an original file: ``path:line:col: severity: message``, then
-the source line and a caret under the column (text output), or a record of another format (see
-:mod:`._report`). Schemas come from :mod:`._sources` (which maps every character back to the file), are
-parsed with :func:`piece_by_piece_serialize.schema.parse_schema` and linted by :mod:`._lint`. Severities
-are an ``error`` (fails the run), a ``warning`` (fails it under ``--strict``) or a ``note`` (never fails
-it: a schema a static read cannot check, such as a Jinja template). The configuration (:mod:`._config`)
-sets each rule's severity and the files read; a ``pbp: ignore[rule]`` comment on a line of the call
-silences that rule there, and one that silences nothing is itself reported. With no path, ``schema
-check`` runs over every schema registered in the installed torch and also compares our parser with
-torch's on each one (names, printed form, torch's re-parse of our print).
+Schemas come from :mod:`.sources` (which maps every character back to the file), are parsed with
+:func:`piece_by_piece_serialize.schema.parse_schema` and linted by :mod:`._lint`; every problem becomes a
+:class:`~._findings.Finding`. Severities are an ``error`` (fails the run), a ``warning`` (fails it under
+``--strict``) or a ``note`` (never fails it: a schema a static read cannot check, such as a Jinja
+template). The configuration (:mod:`._config`) sets each rule's severity and the files read; a ``pbp:
+ignore[rule]`` comment on a line of the call silences that rule there, and one that silences nothing is
+itself reported. With no path, ``schema check`` runs over every schema registered in the installed torch
+and also compares our parser with torch's on each one (names, printed form, torch's re-parse of our
+print).
 
-Invariants: user errors and I/O errors are reported, never raised; only regular files are opened (a FIFO
-or a device in a folder is never read, so it cannot hang the run); the exit code is 2 when a path could
-not be read or parsed or the configuration is invalid, else 1 when an error was reported (warnings
-count with ``--strict``), else 0, in every output format. torch is imported only for the no-path run.
+Invariants: user errors and I/O errors are reported, never raised; the exit code is 2 when a path could
+not be read or parsed or the configuration is invalid, else 1 when an error was reported (warnings count
+with ``--strict``), else 0, in every output format. torch is imported only for the no-path run.
+
+Imports: :mod:`._contexts`, :mod:`._files`, :mod:`._findings`, :mod:`._progress`, :mod:`._report`,
+:mod:`._rules` and :mod:`.sources`; :mod:`._lint` and the library's :mod:`..schema` and :mod:`..errors`
+when a schema is first checked. Never :mod:`._format` or the argparse layer, which import this module.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import stat
-import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import PbpSyntaxError
-from ._config import Config, ConfigError, load_config
+from ._contexts import CONTEXT_CPP, CONTEXT_TEXT, CONTEXT_YAML, NAME_ONLY, NAMELESS
+from ._files import Reader, iter_files, load_or_report
+from ._findings import Finding, first_difference, problem_finding, source_line
+from ._findings import site_finding as _finding  # the short name tests/cli/test_rules.py reads rule codes off
 from ._progress import Progress
 from ._report import Reporter
 from ._rules import RULES
-from ._sources import (
-    CONTEXT_CPP,
-    CONTEXT_TEXT,
-    CONTEXT_YAML,
-    NAME_ONLY,
-    NAMELESS,
-    LinePositions,
-    Problem,
-    SchemaSite,
-    SourceFile,
-    kind_for_path,
-    read_source,
-)
+from .sources import LinePositions, SchemaSite, SourceFile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,95 +44,9 @@ if TYPE_CHECKING:
 
     from ..errors import SchemaError
     from ..schema import FunctionSchema
-    from ._sources import Suppression
+    from .sources import Suppression
 
-__all__ = [
-    "Finding",
-    "check_command",
-    "check_site",
-    "check_torch",
-    "format_command",
-    "names_command",
-    "print_argument_error",
-    "render_text",
-]
-
-# Folders never worth walking into when looking for schemas.
-_SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
-# Long source lines are shown as a window around the caret, as SchemaError.caret() does.
-_WINDOW = 100
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One message about a schema, positioned in the original file (1-based line and column).
-
-    ``span`` is the first and last line of the call the finding is about: a suppression comment on any
-    of them (or on ``line``) applies.
-    """
-
-    path: str
-    line: int
-    column: int
-    severity: str  # "error", "warning" or "note"
-    code: str  # stable identifier of the kind of finding, e.g. "syntax", "misread-number" (see _rules)
-    message: str
-    source_line: str
-    schema: str | None = None
-    span: tuple[int, int] = (0, 0)
-
-    def as_json(self) -> str:
-        return json.dumps(
-            {
-                "path": self.path,
-                "line": self.line,
-                "column": self.column,
-                "severity": self.severity,
-                "code": self.code,
-                "message": self.message,
-                "schema": self.schema,
-            },
-            ensure_ascii=False,
-        )
-
-
-def caret_lines(source_line: str, column: int) -> str:
-    """The source line and a caret under ``column`` (1-based), indented by two spaces.
-
-    Tabs before the column are kept in the caret line so the caret lines up on a terminal; other
-    control characters are shown as '?'; lines longer than the window are cut around the column.
-    """
-    col = max(0, min(column - 1, len(source_line)))
-    line = source_line
-    if len(line) > _WINDOW:
-        lo = max(0, min(col - _WINDOW // 2, len(line) - _WINDOW))
-        prefix = "..." if lo > 0 else ""
-        suffix = "..." if lo + _WINDOW < len(line) else ""
-        line = prefix + line[lo : lo + _WINDOW] + suffix
-        col = col - lo + len(prefix)
-    shown = "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in line)
-    pad = "".join("\t" if ch == "\t" else " " for ch in shown[:col])
-    return f"  {shown}\n  {pad}^"
-
-
-def render_text(finding: Finding) -> str:
-    """``path:line:col: severity: message``, the source line and a caret."""
-    head = f"{finding.path}:{finding.line}:{finding.column}: {finding.severity}: {finding.message}"
-    return head + "\n" + caret_lines(finding.source_line, finding.column)
-
-
-def _source_line(lines: Sequence[str], line: int) -> str:
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-def _finding(site: SchemaSite, offset: int, severity: str, code: str, message: str) -> Finding:
-    line, column = site.where(offset)
-    return Finding(site.path, line, column, severity, code, message, _source_line(site.lines, line), site.text, site.span)
-
-
-def _problem_finding(problem: Problem, lines: Sequence[str]) -> Finding:
-    source = _source_line(lines, problem.line)
-    return Finding(problem.path, problem.line, problem.column, problem.severity, problem.code, problem.message, source, None, problem.span)
+__all__ = ["SiteResult", "TorchSummary", "check_command", "check_site", "check_torch", "torch_schema_sites"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,129 +135,6 @@ def _typevar_finding(site: SchemaSite, schema: FunctionSchema, exc: SchemaError)
     return _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {where} parses schemas with type variables off")
 
 
-# ------------------------------------------------------------------------------------------------
-# Files: which are read, and how (regular files only, UTF-8 only, for files and stdin alike)
-
-
-class _Reader:
-    """Expands paths into files to read and reads them, reporting what cannot be read (exit 2)."""
-
-    def __init__(self, reporter: Reporter, config: Config) -> None:
-        self.reporter = reporter
-        self.config = config
-        self.io_errors = 0
-
-    def _io_error(self, message: str, path: str | None = None, line: int = 0, column: int = 0) -> None:
-        self.io_errors += 1
-        self.reporter.io_error(message, path, line, column)
-
-    def expand(self, paths: Sequence[str]) -> list[tuple[str, str]]:
-        found: list[tuple[str, str]] = []
-        for path in paths:
-            if path == "-":
-                found.append(("-", "text"))
-            elif self.config.excluded(path):
-                continue
-            elif os.path.isdir(path):
-                self._walk(path, found)
-            elif os.path.lexists(path):
-                kind = kind_for_path(path, explicit=True)
-                found.append((path, kind or "text"))
-            else:
-                self._io_error(f"cannot read {path}: no such file or directory", path)
-        return found
-
-    def _walk(self, top: str, found: list[tuple[str, str]]) -> None:
-        """Depth first, each folder's files (sorted) before its subfolders (sorted); symlinked folders are
-        not followed; anything but a regular file (a FIFO, a socket, a device, a dangling link) is not a
-        source and is passed over without being opened."""
-        stack = [top]
-        config = self.config
-        while stack:
-            folder = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError as exc:
-                self._io_error(f"cannot read folder {folder}: {exc.strerror or exc}", folder)
-                continue
-            subfolders: list[str] = []
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name[:1] != "." and entry.name not in _SKIP_DIRS and not config.excluded(entry.path):
-                            subfolders.append(entry.path)
-                        continue
-                    regular = entry.is_file()
-                except OSError:
-                    regular = False
-                if not regular or config.excluded(entry.path):
-                    continue
-                if config.include:
-                    if config.included(entry.path):
-                        found.append((entry.path, kind_for_path(entry.path, explicit=True) or "text"))
-                else:
-                    kind = kind_for_path(entry.path, explicit=False)
-                    if kind is not None:
-                        found.append((entry.path, kind))
-            stack.extend(reversed(subfolders))
-
-    def read(self, path: str, kind: str) -> tuple[str, str] | None:
-        """(name, text) of one input, or None after reporting why it cannot be read."""
-        if path == "-":
-            stdin = sys.stdin
-            buffer = getattr(stdin, "buffer", None)
-            data: bytes | str = buffer.read() if buffer is not None else stdin.read()
-            return self._decode("<stdin>", data)
-        try:
-            # O_NONBLOCK: opening a FIFO named on the command line must not wait for a writer
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-        except OSError as exc:
-            self._io_error(f"cannot read {path}: {exc.strerror or exc}", path)
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    self._io_error(f"cannot read {path}: not a regular file (use '-' to read standard input)", path)
-                    return None
-                data = handle.read()
-            except OSError as exc:
-                self._io_error(f"cannot read {path}: {exc.strerror or exc}", path)
-                return None
-        return self._decode(path, data)
-
-    def _decode(self, name: str, data: bytes | str) -> tuple[str, str] | None:
-        """The same rule for files and stdin: UTF-8 (a leading BOM dropped), no NUL byte, universal newlines."""
-        if isinstance(data, bytes):
-            try:
-                text = data.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                self._io_error(f"cannot read {name}: not UTF-8 text ({exc.reason} at byte {exc.start})", name)
-                return None
-        else:
-            text = data.removeprefix("\ufeff")
-        nul = text.find("\0")
-        if nul >= 0:
-            at = len(text[:nul].encode("utf-8")) + (3 if isinstance(data, bytes) and data[:3] == b"\xef\xbb\xbf" else 0)
-            self._io_error(f"cannot read {name}: not text (a NUL byte at byte {at})", name)
-            return None
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        return name, text
-
-
-def _iter_files(reader: _Reader, paths: Sequence[str], quiet: bool) -> Iterator[SourceFile]:
-    files = reader.expand(paths)
-    with Progress(len(files), "checking files", quiet=quiet) as progress:
-        for path, kind in files:
-            item = reader.read(path, kind)
-            if item is not None:
-                source = read_source(item[0], item[1], kind)
-                progress.clear()  # findings are printed while the caller consumes this item
-                yield source
-            progress.advance()
-
-
 @dataclass(slots=True)
 class _Options:
     strict: bool
@@ -362,14 +142,14 @@ class _Options:
     severity: dict[str, str]
 
 
-def _file_findings(source: SourceFile, reader: _Reader, options: _Options) -> tuple[list[Finding], int]:
+def _file_findings(source: SourceFile, reader: Reader, options: _Options) -> tuple[list[Finding], int]:
     """All findings of one file after severities and suppressions, in position order; schemas checked."""
     raw: list[Finding] = []
     for problem in source.problems:
         if problem.fatal:
-            reader._io_error(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", problem.path, problem.line, problem.column)
+            reader.io_error(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", problem.path, problem.line, problem.column)
         else:
-            raw.append(_problem_finding(problem, source.lines))
+            raw.append(problem_finding(problem, source.lines))
     checked = 0
     for site in source.sites:
         result = check_site(site, require_name=options.require_name)
@@ -429,7 +209,7 @@ def _apply_suppressions(source: SourceFile, findings: list[Finding], options: _O
                 message = f"unused suppression: no {', '.join(repr(r) for r in unused)} finding on this line"
             else:
                 continue
-        finding = Finding(source.path, directive.line, directive.column, "warning", "unused-suppression", message, _source_line(source.lines, directive.line))
+        finding = Finding(source.path, directive.line, directive.column, "warning", "unused-suppression", message, source_line(source.lines, directive.line))
         configured = _configured(finding, options)
         if configured is not None:
             kept.append(configured)
@@ -441,14 +221,6 @@ def _summary(n_schemas: int, counts: Counter[str]) -> str:
     if counts["note"]:
         summary += f", {_plural(counts['note'], 'note')}"
     return summary
-
-
-def _load(config_path: str | None, exclude: Sequence[str], reporter: Reporter) -> Config | None:
-    try:
-        return load_config(config_path).with_excludes(exclude, os.getcwd())
-    except ConfigError as exc:
-        reporter.io_error(str(exc))
-        return None
 
 
 def check_command(
@@ -463,18 +235,18 @@ def check_command(
 ) -> int:
     """``schema check``: report findings for every schema in ``paths`` (torch's registry when empty)."""
     reporter = Reporter(fmt, quiet=quiet)
-    loaded = _load(config, exclude, reporter)
+    loaded = load_or_report(config, exclude, reporter)
     if loaded is None:
         reporter.close(2)
         return 2
     reporter.severities = dict(loaded.severity)
     if not paths:
         return _check_torch(strict=strict, reporter=reporter, quiet=quiet)
-    reader = _Reader(reporter, loaded)
+    reader = Reader(reporter, loaded)
     options = _Options(strict, require_name, dict(loaded.severity))
     counts: Counter[str] = Counter()
     n_schemas = 0
-    for source in _iter_files(reader, paths, quiet):
+    for source in iter_files(reader, paths, quiet):
         findings, checked = _file_findings(source, reader, options)
         n_schemas += checked
         for finding in findings:
@@ -571,7 +343,7 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Fin
                 if printed == site.text:
                     prints_agree += 1
                 else:
-                    findings.append(_finding(site, _first_difference(printed, site.text), "error", "torch-print", f"printed differently from torch: {printed}"))
+                    findings.append(_finding(site, first_difference(printed, site.text), "error", "torch-print", f"printed differently from torch: {printed}"))
                 if printed != site.text:  # else torch has just read this very text
                     reread, torch_error = _torch_parse(torch, printed)
                 same = torch_error is None and reread == torch_schema
@@ -603,87 +375,9 @@ def _torch_parse(torch: ModuleType, text: str) -> tuple[torch._C.FunctionSchema 
         return None, lines[0] if lines else type(exc).__name__
 
 
-def _first_difference(a: str, b: str) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):  # the shorter one ends the scan
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
 def _check_torch(*, strict: bool, reporter: Reporter, quiet: bool) -> int:
     summary = check_torch(strict=strict, quiet=quiet, emit=reporter.finding, severity=reporter.severities)
     reporter.summary(summary.lines())
     code = 1 if summary.errors else 0
     reporter.close(code)
     return code
-
-
-# ------------------------------------------------------------------------------------------------
-# format and names
-
-
-def format_command(
-    paths: Sequence[str],
-    *,
-    check: bool,
-    quiet: bool,
-    require_name: bool = False,
-    exclude: Sequence[str] = (),
-    config: str | None = None,
-) -> int:
-    """``schema format``: print canonical forms, or with ``check`` report the non-canonical ones."""
-    reporter = Reporter("text", quiet=True, stdout=sys.stderr)  # problems and I/O errors go to stderr
-    loaded = _load(config, exclude, reporter)
-    if loaded is None:
-        return 2
-    reader = _Reader(reporter, loaded)
-    errors = not_canonical = 0
-    for source in _iter_files(reader, paths, quiet):
-        for problem in source.problems:
-            if problem.fatal:
-                reader._io_error(f"{problem.path}:{problem.line}:{problem.column}: {problem.message}", problem.path)
-                continue
-            print(render_text(_problem_finding(problem, source.lines)), file=sys.stderr)
-            errors += problem.severity == "error"
-        for site in source.sites:
-            result = check_site(site, require_name=require_name)
-            if result.skipped:
-                continue
-            blocking = [f for f in result.findings if f.code in ("syntax", "missing-name")]
-            if blocking or result.schema is None:
-                for finding in blocking:
-                    print(render_text(finding), file=sys.stderr)
-                errors += 1
-                continue
-            canonical = str(result.schema)
-            if not check:
-                print(canonical)
-            elif canonical != site.text:
-                not_canonical += 1
-                offset = _first_difference(canonical, site.text)
-                print(render_text(_finding(site, offset, "error", "not-canonical", "schema is not in canonical form")))
-                print(f"  canonical: {canonical}")
-    if reader.io_errors:
-        return 2
-    return 1 if errors or not_canonical else 0
-
-
-def print_argument_error(label: str, exc: PbpSyntaxError) -> None:
-    """An error in a command-line argument, in the same ``where: error: message`` + caret form as files."""
-    print(f"{label}:{exc.lineno}:{exc.colno}: error: {exc.msg}", file=sys.stderr)
-    print(exc.caret(), file=sys.stderr)
-
-
-def names_command(text: str) -> int:
-    """``schema names``: the argument names of one schema, one per line."""
-    from ..errors import SchemaError
-    from ..schema import extract_names_from_schema
-
-    try:
-        names = extract_names_from_schema(text)
-    except SchemaError as exc:
-        print_argument_error("<schema>", exc)
-        return 1
-    for name in names:
-        print(name)
-    return 0

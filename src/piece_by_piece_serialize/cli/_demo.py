@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._check import check_torch, render_text
+from ._check import check_torch
+from ._findings import render_text
 
 __all__ = ["custom_op_job", "demo", "llm_input", "tiny_llama"]
 

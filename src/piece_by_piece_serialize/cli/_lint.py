@@ -43,7 +43,7 @@ from ..schema import (
     UnionType,
     format_float,
 )
-from ._sources import (
+from ._contexts import (
     CONTEXT_CUSTOM_OP,
     CONTEXT_LIBRARY_DEFINE,
     CONTEXT_TORCH_LIBRARY_DEFINE,

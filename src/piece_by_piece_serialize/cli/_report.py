@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
+from ._findings import render_text
 from ._rules import RULES
 
 if TYPE_CHECKING:
-    from ._check import Finding
+    from ._findings import Finding
 
 __all__ = ["FORMATS", "Reporter"]
 
@@ -80,10 +81,8 @@ class Reporter:
     # -- records ---------------------------------------------------------------------------------
 
     def finding(self, finding: Finding) -> None:
-        """One finding (a ``_check.Finding``)."""
+        """One finding (a ``_findings.Finding``)."""
         if self.fmt == "text":
-            from ._check import render_text
-
             print(render_text(finding), file=self.out)
         elif self.fmt == "json":
             print(finding.as_json(), file=self.out)

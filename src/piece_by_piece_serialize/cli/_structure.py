@@ -22,7 +22,7 @@ from typing import Any
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
-from ._sources import _decode_python_string
+from .sources._pystring import decode_python_string
 
 __all__ = ["LEAF", "MAX_DEPTH", "parse_structure"]
 
@@ -110,7 +110,7 @@ def _make_callbacks() -> dict[str, Any]:
     def string_key(children: list[Token]) -> tuple[Any, int]:
         token = children[0]
         try:
-            decoded = _decode_python_string(token.value, 1, 1)
+            decoded = decode_python_string(token.value, 1, 1)
         except (ValueError, KeyError):  # a truncated \x/\u/\U escape, an unknown \N{name}: what Python refuses
             raise _Refused("invalid escape sequence in string key", token.start_pos) from None
         if decoded is None:  # pragma: no cover - the STRING terminal has no prefixes
