@@ -4,9 +4,9 @@ A replaced submodule runs this pair on every forward call: flatten the inputs fo
 then rebuild them from the flat list and the type-info strings fixed when the operator was made. The
 strings are computed once, outside the timing, exactly as the operator would hold them.
 
-Inputs: an LLM decode step (``input_ids``, ``attention_mask`` and a transformers ``DynamicCache`` of 2
-and of 32 layers, a 32-layer ``StaticCache``, and a 32-layer hybrid cache laid out as Qwen3-Next's: three
-linear-attention layers for one full-attention layer) and a detection input (a list of images and a list of
+Inputs: an LLM decode step (``input_ids``, ``attention_mask`` and a transformers ``DynamicCache`` of 2,
+32 and 80 layers (80: a 70B-class model), a 32-layer ``StaticCache``, and a 32-layer hybrid cache laid out
+as Qwen3-Next's: three linear-attention layers for one full-attention layer) and a detection input (a list of images and a list of
 target dicts).
 
 Baselines, each doing the same job on the same tensors:
@@ -223,6 +223,7 @@ def hot_path_inputs() -> dict[str, tuple[tuple, tuple]]:
     return {
         "decode step, 2-layer DynamicCache": _decode_step(2),
         "decode step, 32-layer DynamicCache": _decode_step(32),
+        "decode step, 80-layer DynamicCache": _decode_step(80),
         "decode step, 32-layer StaticCache": _static_step(32),
         "decode step, 32-layer hybrid cache (24 linear-attention, 8 full)": _hybrid_step(32),
         "detection (images, targets)": _detection(),

@@ -308,3 +308,96 @@ def test_serialize_args_flattens_caches_in_place_or_not_at_all() -> None:
         serialize_args((t(),), {"past": bad}, None, ["x", "past"])
     flat = serialize_args((t(),), {"past": good}, None, ["x", "past"])[0]
     assert len(flat) == 5 and flat[1] is good.layers[0].keys
+
+
+# The compiled builders against the general route, item by item:
+# "DynamicCache_2D" takes the one-loop builder of plain decoder caches, "DynamicCache_D_S4_D" the per-layer
+# makers (its D layers through _cache_fast._dynamic).
+_PAIRS = {
+    "cpu": lambda: (t(1, 2, 3, 4), t(1, 2, 3, 4)),
+    "cpu:0": lambda: (torch.zeros(1, 2, 3, 4, device="cpu:0"), torch.zeros(1, 2, 3, 4, device=torch.device("cpu", 0))),
+    "meta": lambda: (torch.empty(1, 2, 3, 4, device="meta"), torch.empty(1, 2, 3, 4, device="meta")),
+    "meta keys, cpu values": lambda: (torch.empty(1, 2, 3, 4, device="meta"), t(1, 2, 3, 4)),
+    "non-contiguous": lambda: (t(1, 2, 4, 3).transpose(2, 3), t(2, 1, 3, 4)[:1]),
+    "2-D": lambda: (t(2, 3), t(3, 2)),
+    "sparse": lambda: (t(2, 3).to_sparse(), t(2, 3).to_sparse()),
+    "int64": lambda: (torch.ones(1, 2, 3, 4, dtype=torch.long), torch.ones(1, 2, 3, 4, dtype=torch.long)),
+}
+_REFUSED = {
+    "1-D keys": lambda: (t(4), t(1, 2, 3, 4)),
+    "1-D values": lambda: (t(1, 2, 3, 4), t(4)),
+    "0-D keys": lambda: (torch.zeros(()), t(1, 2, 3, 4)),
+    "meta 1-D values": lambda: (torch.empty(1, 2, 3, 4, device="meta"), torch.empty(3, device="meta")),
+    "a Parameter": lambda: (torch.nn.Parameter(t(1, 2, 3, 4)), t(1, 2, 3, 4)),
+    "an int": lambda: (t(1, 2, 3, 4), 3),
+}
+
+
+def _fast_and_general(text: str, items: list[Any]) -> tuple[Any, Any]:
+    info = serialize._parse_cached(text)
+    fast = _caches.builder(info)(items)
+    try:
+        general = _caches.rebuild(info, items)
+    except (TypeError, ValueError) as e:
+        general = e
+    return fast, general
+
+
+def _sliding_items(keys: Any, values: Any) -> list[Any]:
+    return [keys, values, keys, values, torch.empty((5, 0)), keys, values]
+
+
+@pytest.mark.parametrize("text", ["DynamicCache_2D", "DynamicCache_D_S4_D"])
+@pytest.mark.parametrize("case", _PAIRS)
+def test_compiled_builders_build_what_the_adapters_build(text: str, case: str) -> None:
+    keys, values = _PAIRS[case]()
+    items = [keys, values, keys, values] if text == "DynamicCache_2D" else _sliding_items(keys, values)
+    fast, general = _fast_and_general(text, items)
+    assert fast is not None and not isinstance(general, Exception), general
+    assert list(vars(fast)) == list(vars(general))
+    assert len(fast.layers) == len(general.layers) == (2 if text == "DynamicCache_2D" else 3)
+    for want, got in zip(general.layers, fast.layers, strict=True):
+        assert type(got) is type(want) and list(vars(got)) == list(vars(want))
+        for name, value in vars(want).items():
+            other = getattr(got, name)
+            if isinstance(value, torch.Tensor):  # a meta tensor has no values to compare (_same_value's torch.equal)
+                assert other is value or (
+                    type(other) is type(value) and (other.dtype, other.device, other.shape) == (value.dtype, value.device, value.shape)
+                    and (value.is_meta or torch.equal(other, value))
+                ), name
+            else:
+                assert type(other) is type(value) and other == value, (name, value, other)
+    for layer in (fast.layers[0], fast.layers[-1]):
+        assert type(layer.device) is torch.device and layer.device == keys.device
+        assert str(layer.device) == str(keys.device) and layer.device.index == keys.device.index
+
+
+@pytest.mark.parametrize("text", ["DynamicCache_2D", "DynamicCache_D_S4_D"])
+@pytest.mark.parametrize("case", _REFUSED)
+@pytest.mark.parametrize("layer", [0, 1])
+def test_compiled_builders_leave_what_the_adapters_refuse_or_check(text: str, case: str, layer: int) -> None:
+    good = [t(1, 2, 3, 4), t(1, 2, 3, 4)]
+    pair = list(_REFUSED[case]())
+    if text == "DynamicCache_2D":
+        items = good + pair if layer else pair + good
+    else:
+        items = _sliding_items(*good) if layer else _sliding_items(*pair)
+        if layer:
+            items[-2:] = pair
+    fast, general = _fast_and_general(text, items)
+    assert fast is None  # the general route: it raises, or accepts the subclass
+    if case == "a Parameter":
+        index = layer if text == "DynamicCache_2D" else 2 * layer  # the first or the last D layer
+        assert type(general.layers[index].keys) is torch.nn.Parameter
+    else:
+        assert isinstance(general, (TypeError, ValueError)), general
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu:0", "meta"])
+def test_static_maker_carries_the_device_the_adapter_gives(device: str) -> None:
+    keys, values = torch.zeros(1, 2, 6, 4, device=device), torch.zeros(1, 2, 6, 4, device=device)
+    fast, general = _fast_and_general("StaticCache_On_T6", [keys, values, torch.tensor(2)])
+    assert fast is not None and not isinstance(general, Exception), general
+    assert list(vars(fast.layers[0])) == list(vars(general.layers[0]))
+    assert fast.layers[0].device == general.layers[0].device == keys.device
+    assert fast.layers[0].keys is keys and fast.layers[0].cumulative_length is general.layers[0].cumulative_length
