@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize.schema import _transform as T
+from piece_by_piece_serialize.schema import _aliases, _defaults, _fail, _torch_tables, _transform, _union
 from piece_by_piece_serialize.schema import (
     AliasInfo,
     Argument,
@@ -47,7 +47,7 @@ from piece_by_piece_serialize.schema import (
 RESERVED = {"def", "if", "else", "elif", "while", "return", "is", "and", "or", "not", "in", "for", "global",
             "raise", "assert", "break", "continue", "del", "pass", "class", "import", "with", "as", "True",
             "False", "None", "Ellipsis", "NoneType"}  # fmt: skip
-BUILTIN_SPELLINGS = set(T._BASE_TYPES) | {"Tensor"}
+BUILTIN_SPELLINGS = set(_torch_tables._BASE_TYPES) | {"Tensor"}
 
 identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True).filter(lambda s: s not in RESERVED)
 names = st.one_of(identifiers, st.sampled_from(["Tensor", "Dict", "Union", "Future", "Await", "RRef", "__torch__"]))
@@ -59,8 +59,8 @@ typevar_heads = st.builds(
 ).filter(lambda s: s not in BUILTIN_SPELLINGS and s not in RESERVED)
 typevar_names = st.builds(lambda head, dotted: head + dotted, typevar_heads, st.sampled_from(["", ".Bar", ".x.Y"]))
 
-BASES = sorted(set(T._BASE_TYPES.values()) | {"Tensor"})
-FAKE_BASES = [b for b in BASES if b not in T._FAKE_INT]
+BASES = sorted(set(_torch_tables._BASE_TYPES.values()) | {"Tensor"})
+FAKE_BASES = [b for b in BASES if b not in _torch_tables._FAKE_INT]
 
 
 @st.composite
@@ -75,11 +75,11 @@ def alias_infos(draw):
     return AliasInfo(before, after, draw(st.booleans()))
 
 
-maybe_alias = st.one_of(st.none(), alias_infos(), st.just(T._FRESH))
+maybe_alias = st.one_of(st.none(), alias_infos(), st.just(_aliases._FRESH))
 
 
 def member(t):
-    return T._member(t)
+    return _union._member(t)
 
 
 def leaf(fake: bool):
@@ -91,7 +91,7 @@ def leaf(fake: bool):
 
 def containers(inner):
     members = inner.map(member).filter(lambda t: not (isinstance(t, BaseType) and t.name == "NoneType"))
-    keys = st.sampled_from(sorted(T._DICT_KEYS - T._FAKE_INT)).map(BaseType)
+    keys = st.sampled_from(sorted(_torch_tables._DICT_KEYS - _torch_tables._FAKE_INT)).map(BaseType)
     return st.one_of(
         st.lists(members, max_size=3).map(lambda xs: TupleType(tuple(xs))),
         st.builds(DictType, keys, members),
@@ -106,15 +106,15 @@ def containers(inner):
 
 def optional_of(t):
     try:
-        return st.just(T._optional(t, 0))
-    except T._Fail:
+        return st.just(_union._optional(t, 0))
+    except _fail._Fail:
         return st.nothing()
 
 
 def union_of(members):
     try:
-        result = T._union(list(members), 0)
-    except T._Fail:
+        result = _union._union(list(members), 0)
+    except _fail._Fail:
         return st.nothing()
     return st.just(result)
 
@@ -131,7 +131,7 @@ def outer_types(draw, allow_size=True):
         if draw(st.booleans()):
             t = ListType(t, None, draw(maybe_alias))
         elif not (isinstance(t, BaseType) and t.name == "NoneType"):
-            t = T._optional(t, 0)
+            t = _union._optional(t, 0)
     if allow_size and draw(st.booleans()):
         t = ListType(t, draw(st.integers(0, 2**31 - 1)), draw(maybe_alias))
         if draw(st.booleans()):
@@ -142,7 +142,7 @@ def outer_types(draw, allow_size=True):
 def with_alias(t, alias):
     if alias is None or not isinstance(t, (BaseType, TypeVar, DictType, UnionType)):
         return t
-    return T._with_alias(t, alias, 0)
+    return _aliases._with_alias(t, alias, 0)
 
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -158,7 +158,7 @@ scalar_values = st.one_of(
     st.builds(ComplexValue, finite),
     st.builds(StrValue, texts),
 )
-ENUM_CODES = sorted(T._ENUM_DEFAULTS.values())
+ENUM_CODES = sorted(_torch_tables._ENUM_DEFAULTS.values())
 
 
 def defaults_for(t):
@@ -166,7 +166,7 @@ def defaults_for(t):
     if isinstance(t, OptionalType):
         return scalar_values
     if isinstance(t, ListType):
-        kind = T._scalar_kind(t.elem)
+        kind = _defaults._scalar_kind(t.elem)
         item = {
             "int": st.builds(IntValue, int64),
             "float": st.builds(FloatValue, finite),
@@ -176,13 +176,13 @@ def defaults_for(t):
         if item is None:
             return None
         return st.lists(item, max_size=4).map(lambda xs: ListValue(tuple(xs)))
-    kind = T._scalar_kind(t)
+    kind = _defaults._scalar_kind(t)
     if kind is None:
         return None
     if kind == "tensor":
         return st.builds(NoneValue)
     if kind == "device":
-        return st.builds(DeviceValue, st.sampled_from(sorted(T._DEVICE_TYPES)), st.none() | st.integers(0, 127))
+        return st.builds(DeviceValue, st.sampled_from(sorted(_torch_tables._DEVICE_TYPES)), st.none() | st.integers(0, 127))
     if kind == "float":
         return st.one_of(st.builds(FloatValue, finite), st.builds(IntValue, st.sampled_from(ENUM_CODES)),
                          st.builds(BoolValue, st.booleans()), st.builds(NoneValue), st.builds(StrValue, texts),
@@ -212,7 +212,7 @@ def schemas(draw):
     ordered = positional + [a for a in arguments if a.kwarg_only]
     returns = tuple(Return(draw(outer_types()), draw(st.none() | names)) for _ in range(draw(st.integers(0, 3))))
     name = OperatorName(draw(st.just("") | names), draw(names), draw(st.just("") | overloads))
-    schema = T._schema(name, (tuple(ordered), vararg), returns, draw(st.booleans()))
+    schema = _transform._schema(name, (tuple(ordered), vararg), returns, draw(st.booleans()))
     return schema
 
 

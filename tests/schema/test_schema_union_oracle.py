@@ -1,7 +1,7 @@
 """Union normalisation agrees with torch over a grid of member combinations.
 
 torch builds every ``Union(...)`` by flattening, unifying (``unifyTypes``: subtypes absorbed, Futures and
-equal-length tuples merged) and sorting its members (Note [Union normalisation] in _schema_transform.py). Each
+equal-length tuples merged) and sorting its members (Note [Union normalisation] in schema/_union.py). Each
 grid case is one schema handed to ``torch._C.parse_schema`` and to ours; they must agree on accept/reject and on
 the printed text, except where a documented printer deviation applies (Note [Printer deviations]: torch prints a
 Union holding Scalar as ``Union(, str, Scalar)``, and an optional of an optional Scalar as ``Union(Scalar)?``),

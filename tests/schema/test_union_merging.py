@@ -2,7 +2,7 @@
 
 torch merges a Union's members pairwise (filterDuplicateSubtypes: each member, from the right, with the nearest
 member before it that it unifies with), which is quadratic. The parser finds the same partner through shape keys
-(Note [Indexed member merging] in _schema_transform.py). Here both run on the same flattened members, drawn from a
+(Note [Indexed member merging] in schema/_union.py). Here both run on the same flattened members, drawn from a
 seeded grammar of member types that covers every wildcard (Any, AnyClassType, Scalar, None inside a Future or a
 tuple, nested Unions, Await) and every kind that merges (Futures, tuples, type variables, classes): the
 survivors must be the same objects' equals, in the same order, with the same source spans. Every case counts.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from piece_by_piece_serialize.schema import _transform as st
+from piece_by_piece_serialize.schema import _union as st
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import ClassType, TypeVar, _all_types, parse_schema
 
