@@ -7,7 +7,7 @@ Both schema harnesses (text and structure-aware) call :func:`compare`. For one t
   each recognised by a predicate on our result and on torch's message, never by ignoring the mismatch;
 * on text both accept: the argument names agree with torch's, and our printed text equals torch's
   ``str()`` unless a documented printer deviation applies (``PRINT_RULES``, Note [Printer deviations] in
-  ``src/piece_by_piece_serialize/_schema_ast.py`` and docs/schema.md). A deviation is accepted only when
+  ``src/piece_by_piece_serialize/schema/_ast.py`` and docs/schema.md). A deviation is accepted only when
   (1) a rule's predicate holds on one of the schema's arguments or returns, (2) torch parses our text back
   to a schema equal (``FunctionSchema.__eq__``) to the one it parsed from the input, and (3) the schema with
   the rule-hit arguments and returns removed prints identically in torch and here, so the rule cannot

@@ -101,7 +101,7 @@ def _parse(text: str) -> ParseResult:
 
 def _all_types(t: Type) -> Iterator[Type]:
     """Every type written inside ``t``, including Union members that normalisation absorbed (Note [Absorbed union
-    members] in _schema_ast.py) -- iterative; depth is bounded anyway."""
+    members] in _types.py) -- iterative; depth is bounded anyway."""
     stack = [t]
     while stack:
         t = stack.pop()
