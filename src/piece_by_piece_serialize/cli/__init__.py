@@ -3,9 +3,13 @@
 A thin argparse layer over the library. Each subcommand maps to one function returning an exit code:
 0 clean, 1 findings (a schema error, a non-canonical schema under ``--check``, an undecodable name),
 2 usage or I/O errors. User errors never show a traceback. Start-up stays light: this module imports
-only the standard library at load time; ``schema`` commands load the schema parser (lark) when they
-first parse, and torch is imported only by the commands that need it (``schema check`` with no path,
-``name decode`` of a TreeSpec name, ``name encode``, ``demo``).
+only the standard library at load time; ``schema`` commands load the schema parser (the table-driven
+engine, not lark) when they first parse, and torch is imported only by the commands that need it
+(``schema check`` with no path, ``name decode`` of a TreeSpec name, ``name encode``, ``demo``).
+
+Imports, each inside the handler that needs it: :mod:`._check` (``schema check``), :mod:`._format`
+(``schema format``, ``schema names`` and argument errors), :mod:`._structure`, :mod:`._demo` and the
+library's public modules. Nothing in the command line imports this module, so it cannot be in a cycle.
 """
 
 from __future__ import annotations
@@ -163,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-# Handlers: parse nothing themselves; the work lives in _check (schemas) and the library.
+# Handlers: parse nothing themselves; the work lives in _check and _format (schemas) and the library.
 
 
 def _cmd_schema_check(args: argparse.Namespace) -> int:

@@ -17,6 +17,9 @@ errors (exit 2), never ignored.
 
 Invariants: nothing here reads a schema; a configuration error is a :class:`ConfigError` with a message
 that names the file and the key.
+
+Imports: :mod:`._rules` only (and ``tomllib``, or ``tomli`` before Python 3.11); nothing that reads files for
+schemas or parses them.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ are printed, must give the same logits as eager at other shapes. Part 2 checks e
 registered in the installed torch with our parser, linter and printer, comparing with torch on each one.
 Part 3 encodes the TreeSpec name of the kind of nested input a decoder-only LLM receives and checks that
 it decodes to the very same TreeSpec. The exit code is 0 only when all three hold.
+
+Imports: :mod:`._check` (the torch run) and :mod:`._findings`; the library's :mod:`..custom_op` and
+:mod:`..treespec_name`, torch and transformers only inside the parts that use them.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Every rule here reads the AST from :mod:`piece_by_piece_serialize.schema` (types
 their source text and spans); none re-reads the schema text, except the one rule that mirrors
 ``torch.library.define``'s own acceptance test on the raw string. Each finding has an offset into the
 schema text, a severity, a stable code (documented in docs/cli.md) and a message.
+
+Imports: the library's :mod:`..schema` (the AST) and :mod:`._contexts`; never the file readers or the
+reporting, so a rule can be tested on a schema alone.
 """
 
 from __future__ import annotations

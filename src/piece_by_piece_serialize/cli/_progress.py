@@ -4,6 +4,8 @@ The bar is drawn only when stderr is a terminal and the user did not ask for ``-
 every method is a no-op, so logs and pipes never receive carriage returns. Redraws are throttled by
 count (at most ~100 per run) rather than by clock, so the output does not depend on timing. Findings
 are printed through :meth:`Progress.clear` first so a bar never shares a line with a message.
+
+Imports: the standard library only.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ notes) per finding, with the workflow-command escapes (``%``, CR, LF; also ``:``
 ``physicalLocation`` (``uri`` relative to the current directory through the ``%SRCROOT%`` base, 1-based
 ``region`` counted in Unicode code points) and the invocation's exit code. Validated against the OASIS
 schema in ``tests/cli/test_formats.py``.
+
+Imports: :mod:`._findings` (the records and their text form) and :mod:`._rules`, and the package's
+``__version__`` for SARIF; never :mod:`._check`, which imports this module.
 """
 
 from __future__ import annotations

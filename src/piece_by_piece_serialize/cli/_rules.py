@@ -3,6 +3,8 @@
 One table, read by the checker (severities), the configuration (``[tool.pbp-serialize.severity]`` and
 ``pbp: ignore[rule]`` may name only these ids) and the SARIF writer (``tool.driver.rules``). Adding a
 finding code anywhere else without adding it here fails ``tests/cli/test_rules.py``.
+
+Imports: the standard library only; every other module of the command line may import this one.
 """
 
 from __future__ import annotations

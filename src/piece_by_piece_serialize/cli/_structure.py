@@ -2,13 +2,16 @@
 
 ``pbp-serialize name encode`` takes the shape of an input as text, builds the same containers with a
 placeholder in every leaf, flattens them with torch's pytree and encodes the TreeSpec. The language is
-defined by ``grammars/structure.lark`` and parsed by the engine (:mod:`._lalr`, running the tables lark computes
-from the grammar, contextual lexer; see :mod:`._lalr_build`), without lark. Nothing is evaluated: the parser's
+defined by ``grammars/structure.lark`` and parsed by the engine (:mod:`.._lalr`, running the tables lark computes
+from the grammar, contextual lexer; see :mod:`.._lalr.tables`), without lark. Nothing is evaluated: the parser's
 callbacks build tuples, lists, dicts and ``OrderedDict`` objects directly, and string keys are decoded by hand.
 
 Invariants: any input either yields containers whose leaves are all :data:`LEAF` or raises
 :class:`~piece_by_piece_serialize.errors.TreeSpecNameError` with a position (never an engine exception);
 nesting is bounded by :data:`MAX_DEPTH`, because torch's ``tree_flatten`` recurses once per level.
+
+Imports: the engine (:mod:`.._lalr.engine`, :mod:`.._lalr.tables`), :mod:`..errors` and
+:mod:`.sources._pystring` (string keys are Python string literals); never lark, never torch.
 """
 
 from __future__ import annotations
@@ -67,22 +70,26 @@ def _container(value: Any, children: list[_Built], token: Token) -> _Built:
     return _Built(value, depth)
 
 
-def _make_callbacks() -> dict[str, Any]:
-    def values(children: list[Any]) -> list[_Built]:
-        return [c for c in children if isinstance(c, _Built)]
+def _values(children: list[Any]) -> list[_Built]:
+    """The built values among a rule's children (the punctuation tokens left out)."""
+    return [c for c in children if isinstance(c, _Built)]
+
+
+def _container_callbacks() -> dict[str, Any]:
+    """The callbacks of the rules that build values: leaves, groups and the four container kinds."""
 
     def leaf(children: list[Any]) -> _Built:
         return _Built(LEAF, 0)
 
     def group(children: list[Any]) -> _Built:
-        return values(children)[0]
+        return _values(children)[0]
 
     def tuple_(children: list[Any]) -> _Built:
-        items = values(children)
+        items = _values(children)
         return _container(tuple(c.value for c in items), items, children[0])
 
     def list_(children: list[Any]) -> _Built:
-        items = values(children)
+        items = _values(children)
         return _container([c.value for c in items], items, children[0])
 
     def dict_(children: list[Any]) -> _Built:
@@ -99,9 +106,26 @@ def _make_callbacks() -> dict[str, Any]:
         return _container(result, items, children[0])
 
     def ordered_dict(children: list[Any]) -> _Built:
-        inner = values(children)
+        inner = _values(children)
         mapping = inner[0].value if inner else {}
         return _container(collections.OrderedDict(mapping), inner, children[0])
+
+    def start(children: list[_Built]) -> _Built:
+        return children[0]
+
+    return {
+        "start": start,
+        "leaf": leaf,
+        "group": group,
+        "tuple": tuple_,
+        "list": list_,
+        "dict": dict_,
+        "ordered_dict": ordered_dict,
+    }
+
+
+def _key_callbacks() -> dict[str, Any]:
+    """The callbacks of the dict-key rules: each yields (key, offset of the key), and ``pair`` adds the value."""
 
     def pair(children: list[Any]) -> tuple[Any, int, _Built]:
         key, key_pos = children[0]
@@ -132,17 +156,7 @@ def _make_callbacks() -> dict[str, Any]:
     def none_key(children: list[Token]) -> tuple[Any, int]:
         return None, children[0].start_pos
 
-    def start(children: list[_Built]) -> _Built:
-        return children[0]
-
     return {
-        "start": start,
-        "leaf": leaf,
-        "group": group,
-        "tuple": tuple_,
-        "list": list_,
-        "dict": dict_,
-        "ordered_dict": ordered_dict,
         "pair": pair,
         "string_key": string_key,
         "int_key": int_key,
@@ -151,6 +165,10 @@ def _make_callbacks() -> dict[str, Any]:
         "false_key": false_key,
         "none_key": none_key,
     }
+
+
+def _make_callbacks() -> dict[str, Any]:
+    return {**_container_callbacks(), **_key_callbacks()}
 
 
 def _get_engine() -> Engine:
