@@ -120,7 +120,15 @@ _COMPACT_KEYS_MAX = 4096
 
 
 def _compact_key(key: Any) -> bool:
-    """Whether ``key`` fits the compact ``dict__N_k1__k2`` form as the writer produces it."""
+    r"""Whether ``key`` fits the compact ``dict__N_k1__k2`` form as the writer produces it.
+
+    The writer's rule: a non-empty ``str`` of ASCII letters, digits and ``_``, neither starting nor ending with
+    ``_``, without ``__``. It is a strict subset of the language's ``KEY`` terminal (``grammars/type_info.lark``,
+    ``/[^_\s](?:_?[^_\s])*/``, which ``TensorDictInfo`` checks exactly): writer ⊂ grammar. Every key accepted
+    here is read back as one ``KEY`` token and round-trips; keys the grammar also takes but this rule refuses
+    (``"é"``, ``"a-b"``) are written as TreeSpec names, so every type-info string the writer makes stays
+    ``[A-Za-z0-9_]`` (``tests/property/test_compact_keys.py`` checks both).
+    """
     if type(key) is not str:
         return False
     known = _COMPACT_KEYS.get(key)
