@@ -16,7 +16,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from piece_by_piece_serialize.schema import _aliases, _defaults, _fail, _torch_tables, _transform, _union
+from piece_by_piece_serialize._diagnostics import Refused
+from piece_by_piece_serialize.schema import _aliases, _defaults, _torch_tables, _transform, _union
 from piece_by_piece_serialize.schema import (
     AliasInfo,
     Argument,
@@ -107,14 +108,14 @@ def containers(inner):
 def optional_of(t):
     try:
         return st.just(_union._optional(t, 0))
-    except _fail._Fail:
+    except Refused:
         return st.nothing()
 
 
 def union_of(members):
     try:
         result = _union._union(list(members), 0)
-    except _fail._Fail:
+    except Refused:
         return st.nothing()
     return st.just(result)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._fail import _Fail
+from .._diagnostics import Refused
 from ._types import AliasInfo, BaseType, DictType, ListType, OptionalType, Type, TypeVar, UnionType
 
 # the placeholder for "!", numbered per schema by _renumber
@@ -64,7 +64,7 @@ def _renumber(t: Type, counter: list[int]) -> Type:
 
 
 def _with_alias(t: Type, alias: AliasInfo, pos: int) -> Type:
-    """``t`` carrying ``alias`` (the types that can carry one), else ``_Fail``."""
+    """``t`` carrying ``alias`` (the types that can carry one), else ``Refused``."""
     if isinstance(t, BaseType):
         return BaseType(t.name, alias)
     if isinstance(t, TypeVar):
@@ -75,4 +75,4 @@ def _with_alias(t: Type, alias: AliasInfo, pos: int) -> Type:
         return ListType(t.elem, t.size, alias, t.size_text, t.size_span)
     if isinstance(t, UnionType):
         return UnionType(t.members, alias, t.absorbed)
-    raise _Fail(f"type '{t}' cannot carry an alias annotation", pos)
+    raise Refused(f"type '{t}' cannot carry an alias annotation", pos)

@@ -1,24 +1,13 @@
-"""The error the meaning checks raise while the schema is parsed, and how their messages quote source text.
+"""How the schema's meaning checks quote source text in their messages.
 
-``_Fail`` carries a message and a 0-based offset; ``_transform.parse`` turns it into a :class:`SchemaError` that
-holds the text, so the checks (in ``_literals``, ``_defaults``, ``_union``, ``_aliases`` and the callbacks) need
-not see the text themselves. Invariants: ``_Fail`` never leaves the package's ``parse``; a quoted token is one
-line and at most 40 characters before quoting.
+The checks (in ``_literals``, ``_defaults``, ``_union``, ``_aliases`` and the callbacks) raise the shared
+:class:`~piece_by_piece_serialize._diagnostics.Refused` with a message and a 0-based offset; ``_transform.parse``
+turns it into a :class:`SchemaError` that holds the text, so the checks need not see the text themselves.
+Invariants: a refusal never leaves the package's ``parse``; a quoted token is one line and at most 40 characters
+before quoting.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-
-
-class _Fail(Exception):
-    """A meaning error found by the transformer: converted to SchemaError (with the text) by ``parse``."""
-
-    def __init__(self, msg: str, pos: int, expected: Sequence[str] = ()) -> None:
-        super().__init__(msg)
-        self.msg = msg
-        self.pos = pos
-        self.expected = tuple(expected)
 
 
 def _quoted(value: str) -> str:

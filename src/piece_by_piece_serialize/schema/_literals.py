@@ -3,7 +3,7 @@
 Numbers follow C ``strtod`` and ``std::stoll`` on the token text (the longest numeric prefix, hexadecimal
 floats, overflow and inexact underflow refused); strings follow parse_string_literal.h (named and octal escapes,
 no hex or unicode escapes, invalid UTF-8 kept as surrogate-escaped bytes); devices follow ``c10::Device(string)``.
-Invariants: each converter reads one token and nothing else, returns a value node or raises ``_Fail`` at a
+Invariants: each converter reads one token and nothing else, returns a value node or raises ``Refused`` at a
 position inside that token, and works in time linear in the token (no ``int()`` on an unbounded digit string).
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from .._diagnostics import Refused
 from .._lalr.engine import Token
-from ._fail import _Fail, _quoted, _short
+from ._fail import _quoted, _short
 from ._torch_tables import _DBL_MIN, _DEVICE_TYPES, _ESCAPES, _INT64_MAX, _INT64_MIN
 from ._values import ComplexValue, DefaultValue, DeviceValue, FloatValue, IntValue
 
@@ -32,17 +33,17 @@ def _stoll(text: str, pos: int) -> int:
     i = 1 if text[:1] == "-" else 0
     j = _digits_end(text, i)
     if j == i:
-        raise _Fail(f"invalid integer '{_short(text)}' (torch reads it with std::stoll)", pos)
+        raise Refused(f"invalid integer '{_short(text)}' (torch reads it with std::stoll)", pos)
     k = i
     while k < j - 1 and text[k] == "0":  # leading zeros do not count against the 64-bit range
         k += 1
     if j - k > 19:  # also keeps int() below Python's limit on digits converted at once
-        raise _Fail(f"integer '{_short(text)}' out of the 64-bit range", pos)
+        raise Refused(f"integer '{_short(text)}' out of the 64-bit range", pos)
     value = int(text[k:j])
     if text[:1] == "-":
         value = -value
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _Fail(f"integer '{_short(text)}' out of the 64-bit range", pos)
+        raise Refused(f"integer '{_short(text)}' out of the 64-bit range", pos)
     return value
 
 
@@ -62,7 +63,7 @@ def _stod(text: str, pos: int) -> float:
         if hexadecimal:  # "0x" without hex digits: strtod reads the "0" alone
             hexadecimal, int_end, frac_start, frac_end = False, i + 1, i + 1, i + 1
         else:
-            raise _Fail(f"invalid number '{_short(text)}' (torch reads it with std::stod)", pos)
+            raise Refused(f"invalid number '{_short(text)}' (torch reads it with std::stod)", pos)
     mantissa_end = end = frac_end  # "1." keeps its point; without a point frac_end == int_end
     exp_digits = ""
     if end < n and text[end] in (("p", "P") if hexadecimal else ("e", "E")):
@@ -86,9 +87,9 @@ def _stod(text: str, pos: int) -> float:
         except OverflowError:  # fromhex raises where strtod returns HUGE_VAL
             value = float("inf")
     if value in (float("inf"), -float("inf")):
-        raise _Fail(f"number '{_short(text)}' is out of the double range", pos)
+        raise Refused(f"number '{_short(text)}' is out of the double range", pos)
     if abs(value) < _DBL_MIN and not _exact(prefix, value, hexadecimal):
-        raise _Fail(f"number '{_short(text)}' is too small for a double (underflow)", pos)
+        raise Refused(f"number '{_short(text)}' is too small for a double (underflow)", pos)
     return value
 
 
@@ -154,16 +155,16 @@ def _string_value(token: Token) -> str:
             out += simple.encode()
             i += 2
         elif nxt == "x":
-            raise _Fail("unsupported escape '\\x' in string (torch has no hex escapes)", pos)
+            raise Refused("unsupported escape '\\x' in string (torch has no hex escapes)", pos)
         elif nxt in "uU":
-            raise _Fail(f"unsupported escape '\\{nxt}' in string (torch has no unicode escapes)", pos)
+            raise Refused(f"unsupported escape '\\{nxt}' in string (torch has no unicode escapes)", pos)
         else:
             octal = body[i + 1 : i + 4]
             if len(octal) == 3 and all("0" <= c <= "7" for c in octal) and int(octal, 8) < 256:
                 out.append(int(octal, 8))
                 i += 4
             else:
-                raise _Fail(
+                raise Refused(
                     f"ill-formed escape {_quoted(chr(92) + nxt)} in string (expected \\\\, \\', \\\", \\a, \\b, \\f, \\n, \\t, \\v"
                     " or three octal digits below \\400)",
                     pos,
@@ -178,7 +179,7 @@ def _device_value(token: Token) -> DeviceValue:
     colon = text.find(":")
     dtype, index_text = (text, None) if colon < 0 else (text[:colon], text[colon + 1 :])
     if dtype not in _DEVICE_TYPES:
-        raise _Fail(
+        raise Refused(
             f"invalid device {_quoted(text)}: expected one of {', '.join(sorted(_DEVICE_TYPES))}, optionally with ':<index>'",
             token.start_pos,
         )
@@ -189,13 +190,13 @@ def _device_value(token: Token) -> DeviceValue:
             or not all("0" <= c <= "9" for c in index_text)
             or (len(index_text) > 1 and index_text[0] == "0")
         ):
-            raise _Fail(f"invalid device {_quoted(text)}: the index must be a decimal number", token.start_pos)
+            raise Refused(f"invalid device {_quoted(text)}: the index must be a decimal number", token.start_pos)
         # torch reads the index as an int (beyond that it gives up, as we do) and then stores it in an int8:
         # 128 and more wrap and print as text it cannot read back, so we stop at 127.
         # (The length test comes first: int() refuses strings of more than 4,300 digits.)
         if len(index_text) > 10 or int(index_text) > 2**31 - 1:
-            raise _Fail(f"invalid device {_quoted(text)}: the index is too large", token.start_pos)
+            raise Refused(f"invalid device {_quoted(text)}: the index is too large", token.start_pos)
         if int(index_text) > 127:
-            raise _Fail(f"invalid device {_quoted(text)}: the index must be at most 127", token.start_pos)
+            raise Refused(f"invalid device {_quoted(text)}: the index must be at most 127", token.start_pos)
         index = int(index_text)
     return DeviceValue(dtype, index, text=token.value, span=span)

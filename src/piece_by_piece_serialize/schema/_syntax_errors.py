@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._diagnostics import join_or
 from .._lalr.engine import Engine, Failure, Token
 from ..errors import SchemaError
 from ._ast import OperatorName, Return
@@ -39,11 +40,7 @@ def _expected_text(expected: Sequence[str]) -> tuple[str, tuple[str, ...]]:
         names -= _NAME_TERMINALS
     shown.update(_DESCRIBE.get(n, n) for n in names)
     ordered = sorted(shown, key=lambda s: (_ORDER.index(s) if s in _ORDER else len(_ORDER), s))
-    if not ordered:
-        return "nothing", ()
-    if len(ordered) == 1:
-        return ordered[0], tuple(ordered)
-    return ", ".join(ordered[:-1]) + " or " + ordered[-1], tuple(ordered)
+    return join_or(ordered), tuple(ordered)
 
 
 def _context(stack: list[Any] | None) -> str:

@@ -21,13 +21,14 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .._diagnostics import Refused
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import SchemaError
 from ._aliases import _FRESH, _any_fresh, _renumber, _with_alias
 from ._ast import Argument, FunctionSchema, OperatorName, Return
 from ._defaults import _default_for, _Raw
-from ._fail import _Fail, _short
+from ._fail import _short
 from ._literals import _stoll
 from ._syntax_errors import _translate
 from ._torch_tables import _BASE_TYPES, _DICT_KEYS
@@ -108,9 +109,9 @@ class _ToAst:
             tok = c[-1]
             overload = tok.value
             if overload == "default":
-                raise _Fail("the overload name 'default' is reserved", tok.start_pos)
+                raise Refused("the overload name 'default' is reserved", tok.start_pos)
             if overload[:2] == "__":
-                raise _Fail(f"an overload name cannot start with '__' (got '{overload}')", tok.start_pos)
+                raise Refused(f"an overload name cannot start with '__' (got '{overload}')", tok.start_pos)
         return OperatorName(namespace, name, overload), c[0].start_pos
 
     def name(self, c: _Kids) -> Token:
@@ -126,7 +127,7 @@ class _ToAst:
                 continue
             tag = item[0]
             if vararg:
-                raise _Fail("'...' must be the last parameter", item[1] if tag != "arg" else item[4])
+                raise Refused("'...' must be the last parameter", item[1] if tag != "arg" else item[4])
             if tag != "arg":
                 if tag == "*":
                     kwarg_only = True
@@ -138,7 +139,7 @@ class _ToAst:
                 seen_default = True
             elif seen_default and not kwarg_only and not isinstance(type_, ListType):
                 # torch: INTERNAL ASSERT "Non-default positional argument follows default argument"
-                raise _Fail(
+                raise Refused(
                     f"argument '{name_tok.value}' has no default but follows an argument with one "
                     "(move it before them, or after '*')",
                     start,
@@ -147,7 +148,7 @@ class _ToAst:
         if vararg:
             for argument in arguments:
                 if argument.default is not None:
-                    raise _Fail("a schema with '...' cannot have default values", argument.default.span[0])
+                    raise Refused("a schema with '...' cannot have default values", argument.default.span[0])
         return tuple(arguments), vararg
 
     def kwarg_marker(self, c: _Kids) -> tuple[str, int]:
@@ -181,7 +182,7 @@ class _ToAst:
         # negative size, which torch prints as text it cannot read back.
         size = (size + 2**31) % 2**32 - 2**31
         if size < 0:
-            raise _Fail(f"list size {_short(number.value)} does not fit a 32-bit int", number.start_pos)
+            raise Refused(f"list size {_short(number.value)} does not fit a 32-bit int", number.start_pos)
         _check_depth(elem._depth + 1 + optional, start)
         t: Type = ListType(elem, size, alias, number.value, (number.start_pos, number.end_pos))
         return (OptionalType(t) if optional else t), start, end
@@ -207,7 +208,7 @@ class _ToAst:
             if isinstance(item, Token):
                 continue
             if varret:
-                raise _Fail("'...' must be the last return", item.span[0] if isinstance(item, Return) else item[1])
+                raise Refused("'...' must be the last return", item.span[0] if isinstance(item, Return) else item[1])
             if isinstance(item, Return):
                 returns.append(item)
             else:
@@ -262,7 +263,7 @@ class _ToAst:
         start = c[0].start_pos
         key, value = _member(c[2][0]), _member(c[4][0])
         if not (isinstance(key, BaseType) and key.name in _DICT_KEYS):
-            raise _Fail(
+            raise Refused(
                 f"a Dict key type must be one of {', '.join(sorted(_DICT_KEYS))}; got '{key}'", c[2][1]
             )
         _check_depth(1 + max(key._depth, value._depth), start)
@@ -303,7 +304,7 @@ class _ToAst:
         torch_tok, classes_tok = c[2], c[4]
         for tok, word in ((torch_tok, "torch"), (classes_tok, "classes")):
             if tok.value != word:
-                raise _Fail(
+                raise Refused(
                     f"expected '{word}' in a custom class type __torch__.torch.classes.<namespace>.<name>, "
                     f"got '{tok.value}'",
                     tok.start_pos,
@@ -321,7 +322,7 @@ class _ToAst:
             return (_PLAIN_BASE[canonical] if alias is None else BaseType(canonical, alias)), first.start_pos, end
         if first.value[0].islower():
             return TypeVar(text, alias, (first.start_pos, last.end_pos)), first.start_pos, end
-        raise _Fail(
+        raise Refused(
             f"unknown type '{text}' (a type variable must start with a lower-case letter)", first.start_pos
         )
 
@@ -452,7 +453,7 @@ def parse(text: str) -> ParseResult:
     try:
         result: ParseResult = engine.parse(text)  # the start rule's value (_ToAst.start)
         return result
-    except _Fail as e:
+    except Refused as e:
         raise SchemaError(e.msg, text, e.pos, e.expected) from None
     except Failure as e:
         raise _translate(e, engine, text) from None

@@ -5,7 +5,7 @@ torch builds tuples, Dicts, Unions, Futures, Awaits and RRefs from the "fake" ty
 normalisation]) with its ``isSubtypeOf`` and ``unifyTypes`` (``_subtype``, ``_unify``); this module does the same
 on AST types. Invariants: the result is the type torch holds, and prints as torch prints it; a Union costs time
 linear in its members (Note [Indexed member merging]); nothing built here is deeper than ``MAX_TYPE_DEPTH``
-(``_check_depth`` raises ``_Fail`` first); the members normalisation drops are kept in ``absorbed`` (Note
+(``_check_depth`` raises ``Refused`` first); the members normalisation drops are kept in ``absorbed`` (Note
 [Absorbed union members] in ``_types``).
 """
 
@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Hashable, Iterator
 from typing import Any
 
-from ._fail import _Fail
+from .._diagnostics import Refused
 from ._torch_tables import _FAKE_INT, _KIND_ORDER
 from ._types import (
     MAX_TYPE_DEPTH,
@@ -62,14 +62,14 @@ def _optional(elem: Type, pos: int) -> Type:
         return OptionalType(_SCALAR, elem.absorbed)
     if isinstance(elem, BaseType) and elem.name == "NoneType":
         # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
-        raise _Fail("'NoneType?' is not a type (None is already optional)", pos)
+        raise Refused("'NoneType?' is not a type (None is already optional)", pos)
     _check_depth(elem._depth + 1, pos)
     return OptionalType(elem, elem.absorbed if isinstance(elem, UnionType) else ())
 
 
 def _check_depth(depth: int, pos: int) -> None:
     if depth > MAX_TYPE_DEPTH:
-        raise _Fail(f"type nested deeper than {MAX_TYPE_DEPTH} levels", pos)
+        raise Refused(f"type nested deeper than {MAX_TYPE_DEPTH} levels", pos)
 
 
 # the c10::TypeKind of each type class (a BaseType's kind is its name)
@@ -444,7 +444,7 @@ def _filter_duplicates(types: list[Type], pos: int) -> list[Type]:
 
 def _union(members: list[Type], pos: int) -> Type:
     """``Union(members)`` as torch makes it (Note [Union normalisation]): a UnionType, or the optional it
-    becomes; ``_Fail`` if fewer than two types are left."""
+    becomes; ``Refused`` if fewer than two types are left."""
     # 1. flatten
     seen = _flatten(members)
     # 2. filterDuplicateSubtypes, in torch's order
@@ -463,7 +463,7 @@ def _union(members: list[Type], pos: int) -> Type:
     if len(flat) + has_none < 2:
         # torch: INTERNAL ASSERT in union_type.cpp ("Use the common supertype instead of creating a Union")
         only = str(flat[0]) if flat else "NoneType"
-        raise _Fail(f"Union needs two or more different types; these all unify to '{only}'", pos)
+        raise Refused(f"Union needs two or more different types; these all unify to '{only}'", pos)
     if has_none:
         flat.append(_NONE)
     flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
