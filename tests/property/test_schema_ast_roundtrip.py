@@ -207,9 +207,11 @@ def schemas(draw):
         if options is not None and not vararg and draw(st.booleans()):
             default = draw(options)
         arguments.append(Argument(name, t, default, i >= kwarg_from))
-    # torch: no positional non-list argument without a default after one with a default
+    # torch (FunctionSchema::checkSchema): once a positional argument has a default, every later positional one
+    # must have one too or be a list; a defaulted list counts as a default like any other. So the non-list
+    # arguments without a default go first (the sort is stable), the rest after them.
     positional = [a for a in arguments if not a.kwarg_only]
-    positional.sort(key=lambda a: a.default is not None and not isinstance(a.type, ListType))
+    positional.sort(key=lambda a: a.default is not None or isinstance(a.type, ListType))
     ordered = positional + [a for a in arguments if a.kwarg_only]
     returns = tuple(Return(draw(outer_types()), draw(st.none() | names)) for _ in range(draw(st.integers(0, 3))))
     name = OperatorName(draw(st.just("") | names), draw(names), draw(st.just("") | overloads))
