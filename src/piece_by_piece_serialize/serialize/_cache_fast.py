@@ -11,16 +11,23 @@ Invariants (tests/serialize/test_hot_path.py): a maker builds exactly what the a
 (same attributes in the same order, same values, same objects), and never accepts items that the adapter
 would refuse. Kinds without a maker here (indexed, quantized, hybrid, registered layers) are built by their
 adapter inside the compiled cache builder, so one such layer does not send a whole cache to the general
-route.
+route. The whole-cache builders (:func:`cache_maker`, :func:`plain_builder`, :func:`pair_builder`) are
+given everything they need by :func:`._caches.builder`, which compiles them.
+
+Imports: :mod:`..type_info` and the layer modules (:mod:`._cache_layers`, :mod:`._cache_attention`,
+:mod:`._cache_linear`); never :mod:`._caches`, which imports this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..type_info import LayerInfo
+from . import _cache_attention as A
 from . import _cache_layers as L
+from . import _cache_linear as LIN
 
 if TYPE_CHECKING:  # annotations only: the makers are given torch.Tensor, so ``type(x) is tensor`` narrows x to it
     from torch import Tensor
@@ -36,15 +43,15 @@ def maker(adapter: L.LayerAdapter, info: LayerInfo) -> Maker:
     kind = type(adapter)
     if not adapter.extra and info.populated:
         # the ignores: info.number is int | None, and the S, T and V kinds always carry it
-        if kind is L.DynamicAdapter:
+        if kind is A.DynamicAdapter:
             return _dynamic(adapter.cls, torch.Tensor)
-        if kind is L.SlidingAdapter and info.kind == "S":
+        if kind is A.SlidingAdapter and info.kind == "S":
             return _sliding(adapter.cls, torch.Tensor, info.number, info.flag("r"))  # type: ignore[arg-type]
-        if kind is L.StaticAdapter:
+        if kind is A.StaticAdapter:
             return _static(adapter.cls, torch.Tensor, torch.int64, info.number, None)  # type: ignore[arg-type]
-        if kind is L.StaticSlidingAdapter:
+        if kind is A.StaticSlidingAdapter:
             return _static(adapter.cls, torch.Tensor, torch.int64, info.number, info.flag("c"))  # type: ignore[arg-type]
-    if kind is L.LinearAdapter and not adapter.extra and not info.flag("l"):
+    if kind is LIN.LinearAdapter and not adapter.extra and not info.flag("l"):
         return _linear(adapter.cls, torch.Tensor, info)
 
     def general(it: Iterator[Any]) -> Any:
@@ -80,7 +87,7 @@ def _count(item: Any, tensor: type[Tensor]) -> int | None:
 
 
 def _sliding(cls: type, tensor: type[Tensor], window: int, record: bool) -> Maker:
-    window_tensor = L.window_tensor
+    window_tensor = A.window_tensor
 
     def make(it: Iterator[Any]) -> Any:
         keys, values = next(it), next(it)
@@ -168,3 +175,111 @@ def _linear(cls: type, tensor: type[Tensor], info: LayerInfo) -> Maker:
         return layer
 
     return make
+
+
+# --------------------------------------------------------------------------------------------------
+# whole caches (compiled by _caches.builder, once per type-info string)
+
+
+def _stream() -> Any:
+    # what Cache.__init__ makes for an offloading cache: a new stream on the default device
+    torch = sys.modules["torch"]
+    return torch.Stream() if hasattr(torch, "Stream") else torch.cuda.Stream()
+
+
+def _is_updated(cross: Any) -> dict[int, bool]:
+    # exactly what EncoderDecoderCache.__init__ computes
+    return {i: bool(cross.get_seq_length(i) > 0) for i in range(len(cross))}
+
+
+def cache_maker(
+    cls: type,
+    leading: tuple[str, ...],
+    counts: frozenset[str],
+    tensor: type[Tensor],
+    runs: list[tuple[int, Maker]],
+    replicate: Any,
+    offloading: bool,
+    only_non_sliding: bool,
+) -> Callable[[Iterator[Any]], Any]:
+    """A function taking the items of one cache of ``cls`` from an iterator and making it, or giving up (``None``).
+
+    ``runs`` are (count, maker) pairs, one per run of equal layers; the rest is what the spelling fixes.
+    """
+    count_of = _count  # a closure cell, as when this was a local import of the builder
+
+    def build(it: Iterator[Any]) -> Any:
+        own = []
+        for name in leading:
+            item = next(it)
+            value = count_of(item, tensor) if name in counts else (item if type(item) is tensor else None)
+            if value is None:
+                return None
+            own.append(value)
+        layers: list[Any] = []
+        append = layers.append
+        for count, make in runs:
+            for _ in range(count):
+                layer = make(it)
+                if layer is None:
+                    return None
+                append(layer)
+        cache: Any = _new(cls)
+        cache.layers = layers
+        cache.layer_class_to_replicate = replicate
+        cache.offloading = offloading
+        if offloading:
+            cache.only_non_sliding = only_non_sliding
+            cache.prefetch_stream = _stream()
+        for name, value in zip(leading, own):  # noqa: B905 - one value per name above; strict= doubles zip's cost
+            setattr(cache, name, value)
+        return cache
+
+    return build
+
+
+def plain_builder(tensor: type[Tensor], dynamic_layer: type, dynamic_cache: type, replicate: Any) -> Callable[[Sequence[Any]], Any]:
+    """The usual decoder cache: populated ``DynamicLayer`` only, built as ``DynamicAdapter.build`` would, inlined
+    (this is the whole per-layer cost of ``deserialize_args`` on a decode step)."""
+    new = _new
+
+    def build_plain(items: Sequence[Any]) -> Any:
+        it = iter(items)
+        layers: list[Any] = []
+        append = layers.append
+        for keys, values in zip(it, it):  # noqa: B905 - consecutive pairs of one iterator; strict= doubles zip's cost
+            if type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
+                return None
+            layer: Any = new(dynamic_layer)
+            layer.keys = keys
+            layer.values = values
+            layer.is_initialized = True
+            layer.device = keys.device
+            append(layer)
+        cache: Any = new(dynamic_cache)
+        cache.layers = layers
+        cache.layer_class_to_replicate = replicate
+        cache.offloading = False
+        return cache
+
+    return build_plain
+
+
+def pair_builder(
+    first: Callable[[Iterator[Any]], Any], second: Callable[[Iterator[Any]], Any], pair: type
+) -> Callable[[Sequence[Any]], Any]:
+    """An ``EncoderDecoderCache`` of two compiled halves (:func:`cache_maker`), or ``None`` if either gives up."""
+
+    def build_pair(items: Sequence[Any]) -> Any:
+        it = iter(items)
+        a = first(it)
+        b = second(it) if a is not None else None
+        if b is None:
+            return None
+        cache: Any = _new(pair)
+        cache.self_attention_cache = a
+        cache.cross_attention_cache = b
+        cache.is_updated = _is_updated(b)
+        return cache
+
+    return build_pair

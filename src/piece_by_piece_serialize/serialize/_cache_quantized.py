@@ -14,6 +14,10 @@ states. Everything else follows :mod:`._cache_layers`: ``build(describe(layer), 
 attributes of ``layer`` in the same order with equal values, its plain tensors the very same objects; a state
 the adapter cannot rebuild exactly is refused by name.
 
+Imports: :mod:`..type_info`, :mod:`._cache_layers` (the base and the bound torch names) and
+:mod:`._cache_attention` (these layers are dynamic layers with more state); the kind table of
+:mod:`._layer_adapters` lists the adapters, this module does not register itself.
+
 Note [quantized states]
 ~~~~~~~~~~~~~~~~~~~~~~~
 A quantized state is made of plain tensors and of metadata. The tensors are items. The metadata is a
@@ -44,6 +48,7 @@ from typing import Any
 
 from ..type_info import LayerInfo
 from . import _cache_layers as L
+from ._cache_attention import DynamicAdapter
 
 _Take = Callable[[], Any]
 
@@ -134,12 +139,12 @@ def _is_beam_index(x: Any) -> bool:
     return isinstance(x, L._Tensor) and x.dim() == 1 and not x.dtype.is_floating_point and not x.dtype.is_complex and x.dtype != L._torch.bool
 
 
-class _GroupWiseAdapter(L.DynamicAdapter):
+class _GroupWiseAdapter(DynamicAdapter):
     """What ``QuantizedLayer`` holds: residual keys/values, two quantized states, settings, the count and a
     deferred beam reordering. Subclasses say what a quantized state is and what the backend objects are."""
 
     backend_attributes: tuple[str, ...] = ()
-    attributes: frozenset[str] = L.DynamicAdapter.attributes | {
+    attributes: frozenset[str] = DynamicAdapter.attributes | {
         "cumulative_length",
         *_QUANTIZED,
         "nbits",
@@ -527,6 +532,3 @@ class HQQAdapter(_GroupWiseAdapter):
                 "compute_dtype": derived["compute_dtype"],
             },
         )
-
-
-L.ADAPTERS.update(Q=QuantoAdapter, H=HQQAdapter)

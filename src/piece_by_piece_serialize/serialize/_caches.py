@@ -32,6 +32,10 @@ offloading, whose layers may sit on another device than their tensors, always ta
 builders rebuild a run of populated ``DynamicLayer`` inline and return ``None`` on anything unusual
 (a tensor subclass, a wrong rank): the caller then takes the general route, which accepts subclasses and
 raises the errors that name the argument and the item.
+
+Imports: :mod:`..type_info` and the cache layer modules of this package (:mod:`._layer_adapters` for the
+adapters, :mod:`._cache_fast` for the compiled builders); the rest of the serializer imports this module,
+never the other way round.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ from typing import Any, NoReturn
 
 from ..type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerInfo
 from ..type_info._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
+from . import _cache_fast as _fast
 from . import _cache_layers as L
+from ._cache_fast import _is_updated, _stream
+from ._layer_adapters import bind_torch, make_adapter
 
 _MODULE = "transformers.cache_utils"
 
@@ -171,12 +178,6 @@ class CacheAdapter:
         return cache
 
 
-def _stream() -> Any:
-    # what Cache.__init__ makes for an offloading cache: a new stream on the default device
-    torch = sys.modules["torch"]
-    return torch.Stream() if hasattr(torch, "Stream") else torch.cuda.Stream()
-
-
 class PairAdapter:
     """``EncoderDecoderCache``: two caches and ``is_updated``, which is derived (Note [derived attributes])."""
 
@@ -224,11 +225,6 @@ class PairAdapter:
         return cache
 
 
-def _is_updated(cross: Any) -> dict[int, bool]:
-    # exactly what EncoderDecoderCache.__init__ computes
-    return {i: bool(cross.get_seq_length(i) > 0) for i in range(len(cross))}
-
-
 def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -255,7 +251,7 @@ def _unsupported(obj: Any, what: str) -> NoReturn:
 def _bind(cu: Any) -> None:
     global _bound, _Tensor, _DynamicLayer, _SlidingLayer, _StaticLayer, _LinearLayer, _EncoderDecoderCache
     torch = sys.modules["torch"]  # transformers imported torch
-    L.bind_torch(torch)
+    bind_torch(torch)
     LAYERS.clear()
     BUILDERS.clear()
     SUPPORTED.clear()
@@ -266,7 +262,7 @@ def _bind(cu: Any) -> None:
         cls = getattr(cu, kind.class_name, None)  # a fixed name of our table, never one read from input
         if cls is None:  # an older transformers without this class: the kind cannot be built here
             continue
-        adapter = L.make_adapter(kind.code, cls)
+        adapter = make_adapter(kind.code, cls)
         BUILDERS[kind.code] = adapter
         if not kind.legacy:
             LAYERS[cls] = adapter
@@ -278,7 +274,7 @@ def _bind(cu: Any) -> None:
         SUPPORTED[cls] = cadapter
         BY_NAME[ckind.name] = cadapter
     for code, cls, extra, like, counts in _PENDING_LAYERS:
-        adapter = L.make_adapter(code, cls, extra, like, counts)
+        adapter = make_adapter(code, cls, extra, like, counts)
         BUILDERS[code] = adapter
         LAYERS[cls] = adapter
     for ckind, cls, counts in _PENDING_CACHES:
@@ -481,94 +477,23 @@ def builder(info: AnyCacheInfo) -> Callable[[Sequence[Any]], Any]:
     if isinstance(info, CacheInfo) and info.name == "DynamicCache" and all(
         run.layer.kind == "D" and run.layer.populated for run in info.runs
     ):
-        return _plain_builder(info)
+        replicate = None if info.option("n") else _DynamicLayer
+        return _fast.plain_builder(_Tensor, _DynamicLayer, BY_NAME["DynamicCache"].cls, replicate)
     if isinstance(info, EncoderDecoderCacheInfo):
         first, second = _compiled(info.self_attention), _compiled(info.cross_attention)
-        pair = BY_NAME["EncoderDecoderCache"].cls
-
-        def build_pair(items: Sequence[Any]) -> Any:
-            it = iter(items)
-            a = first(it)
-            b = second(it) if a is not None else None
-            if b is None:
-                return None
-            cache: Any = _new(pair)
-            cache.self_attention_cache = a
-            cache.cross_attention_cache = b
-            cache.is_updated = _is_updated(b)
-            return cache
-
-        return build_pair
+        return _fast.pair_builder(first, second, BY_NAME["EncoderDecoderCache"].cls)
     compiled = _compiled(info)
     return lambda items: compiled(iter(items))
 
 
 def _compiled(info: CacheInfo) -> Callable[[Iterator[Any]], Any]:
     """A function taking the items of one cache from an iterator and making it, or giving up (``None``)."""
-    from ._cache_fast import _count, maker
-
     adapter = _cache_adapter(info.name)
-    cls, leading, counts, tensor = adapter.cls, adapter.leading, adapter.counts, _Tensor
-    runs = [(run.count, maker(_builder_of(run.layer.kind), run.layer)) for run in info.runs]
+    runs = [(run.count, _fast.maker(_builder_of(run.layer.kind), run.layer)) for run in info.runs]
     replicate = None if info.option("n") else _DynamicLayer
-    offloading, only_non_sliding = info.option("o"), info.option("p")
-
-    def build(it: Iterator[Any]) -> Any:
-        own = []
-        for name in leading:
-            item = next(it)
-            value = _count(item, tensor) if name in counts else (item if type(item) is tensor else None)
-            if value is None:
-                return None
-            own.append(value)
-        layers: list[Any] = []
-        append = layers.append
-        for count, make in runs:
-            for _ in range(count):
-                layer = make(it)
-                if layer is None:
-                    return None
-                append(layer)
-        cache = _new(cls)
-        cache.layers = layers
-        cache.layer_class_to_replicate = replicate
-        cache.offloading = offloading
-        if offloading:
-            cache.only_non_sliding = only_non_sliding
-            cache.prefetch_stream = _stream()
-        for name, value in zip(leading, own):  # noqa: B905 - one value per name above; strict= doubles zip's cost
-            setattr(cache, name, value)
-        return cache
-
-    return build
-
-
-def _plain_builder(info: CacheInfo) -> Callable[[Sequence[Any]], Any]:
-    # The usual decoder cache: populated DynamicLayers only, built as DynamicAdapter.build would, inlined
-    # (this is the whole per-layer cost of deserialize_args on a decode step).
-    tensor, dynamic_layer, dynamic_cache, new = _Tensor, _DynamicLayer, BY_NAME["DynamicCache"].cls, _new
-    replicate = None if info.option("n") else dynamic_layer
-
-    def build_plain(items: Sequence[Any]) -> Any:
-        it = iter(items)
-        layers: list[Any] = []
-        append = layers.append
-        for keys, values in zip(it, it):  # noqa: B905 - consecutive pairs of one iterator; strict= doubles zip's cost
-            if type(keys) is not tensor or type(values) is not tensor or keys.dim() < 2 or values.dim() < 2:
-                return None
-            layer = new(dynamic_layer)
-            layer.keys = keys
-            layer.values = values
-            layer.is_initialized = True
-            layer.device = keys.device
-            append(layer)
-        cache: Any = new(dynamic_cache)
-        cache.layers = layers
-        cache.layer_class_to_replicate = replicate
-        cache.offloading = False
-        return cache
-
-    return build_plain
+    return _fast.cache_maker(
+        adapter.cls, adapter.leading, adapter.counts, _Tensor, runs, replicate, info.option("o"), info.option("p")
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -622,7 +547,7 @@ def write_back(dst: Any, src: Any) -> None:
 def register_layer(code: str, cls: type, extra: tuple[str, ...], like: str, counts: frozenset[str]) -> None:
     _PENDING_LAYERS.append((code, cls, extra, like, counts))
     if _bound is not None:
-        adapter = L.make_adapter(code, cls, extra, like, counts)
+        adapter = make_adapter(code, cls, extra, like, counts)
         BUILDERS[code] = adapter
         LAYERS[cls] = adapter
 
