@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._diagnostics import caret
+
 if TYPE_CHECKING:
     from .sources import Problem, SchemaSite
 
 __all__ = ["Finding", "caret_lines", "first_difference", "problem_finding", "render_text", "site_finding", "source_line"]
-
-# Long source lines are shown as a window around the caret, as SchemaError.caret() does.
-_WINDOW = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +64,7 @@ def caret_lines(source_line: str, column: int) -> str:
     Tabs before the column are kept in the caret line so the caret lines up on a terminal; other
     control characters are shown as '?'; lines longer than the window are cut around the column.
     """
-    col = max(0, min(column - 1, len(source_line)))
-    line = source_line
-    if len(line) > _WINDOW:
-        lo = max(0, min(col - _WINDOW // 2, len(line) - _WINDOW))
-        prefix = "..." if lo > 0 else ""
-        suffix = "..." if lo + _WINDOW < len(line) else ""
-        line = prefix + line[lo : lo + _WINDOW] + suffix
-        col = col - lo + len(prefix)
-    shown = "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in line)
-    pad = "".join("\t" if ch == "\t" else " " for ch in shown[:col])
-    return f"  {shown}\n  {pad}^"
+    return caret(source_line, max(0, min(column - 1, len(source_line))), keep_tabs=True)
 
 
 def render_text(finding: Finding) -> str:

@@ -22,6 +22,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
+from .._diagnostics import Refused, join_or
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
@@ -54,19 +55,10 @@ class _Built:
         self.depth = depth
 
 
-class _Refused(Exception):
-    """Raised inside a parser callback; turned into TreeSpecNameError once the text is at hand."""
-
-    def __init__(self, msg: str, pos: int) -> None:
-        super().__init__(msg, pos)
-        self.msg = msg
-        self.pos = pos
-
-
 def _container(value: Any, children: list[_Built], token: Token) -> _Built:
     depth = 1 + max((c.depth for c in children), default=0)
     if depth > MAX_DEPTH:
-        raise _Refused(f"structure nested deeper than {MAX_DEPTH} levels", token.start_pos)
+        raise Refused(f"structure nested deeper than {MAX_DEPTH} levels", token.start_pos)
     return _Built(value, depth)
 
 
@@ -100,7 +92,7 @@ def _container_callbacks() -> dict[str, Any]:
                 key, key_pos, built = child
                 # True == 1 and hash alike in Python: a dict could not hold both, so refuse the pair
                 if key in result:
-                    raise _Refused(f"duplicate dict key {key!r}", key_pos)
+                    raise Refused(f"duplicate dict key {key!r}", key_pos)
                 result[key] = built.value
                 items.append(built)
         return _container(result, items, children[0])
@@ -136,9 +128,9 @@ def _key_callbacks() -> dict[str, Any]:
         try:
             decoded = decode_python_string(token.value, 1, 1)
         except (ValueError, KeyError):  # a truncated \x/\u/\U escape, an unknown \N{name}: what Python refuses
-            raise _Refused("invalid escape sequence in string key", token.start_pos) from None
+            raise Refused("invalid escape sequence in string key", token.start_pos) from None
         if decoded is None:  # pragma: no cover - the STRING terminal has no prefixes
-            raise _Refused("unsupported string literal", token.start_pos)
+            raise Refused("unsupported string literal", token.start_pos)
         return "".join(decoded[0]), token.start_pos
 
     def int_key(children: list[Token]) -> tuple[Any, int]:
@@ -186,12 +178,7 @@ def _get_engine() -> Engine:
 
 
 def _describe(names: Iterable[str]) -> str:
-    shown = sorted({_TERMINAL_TEXT.get(n, n) for n in names})
-    if not shown:
-        return "nothing"
-    if len(shown) == 1:
-        return shown[0]
-    return ", ".join(shown[:-1]) + " or " + shown[-1]
+    return join_or(sorted({_TERMINAL_TEXT.get(n, n) for n in names}))
 
 
 def parse_structure(text: str) -> Any:
@@ -204,7 +191,7 @@ def parse_structure(text: str) -> Any:
     engine = _get_engine()
     try:
         built: _Built = engine.parse(text)
-    except _Refused as exc:
+    except Refused as exc:
         raise TreeSpecNameError(exc.msg, text, exc.pos) from None
     except Failure as exc:
         if exc.token is None:  # no terminal of this state's lexer matches here

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .._diagnostics import Refused, join_or
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
@@ -103,15 +104,6 @@ _GROUPS = (
 _INT_DIGITS = 4300  # CPython's default int/str conversion limit; longer integers are refused, never parsed
 
 
-class _Fault(Exception):
-    """A problem found by a callback: message and offset; turned into TreeSpecNameError by :func:`parse`."""
-
-    def __init__(self, msg: str, pos: int) -> None:
-        super().__init__(msg, pos)
-        self.msg = msg
-        self.pos = pos
-
-
 class _NotCanonical(Exception):
     """A piece of the name is not spelled as the printer spells it (Note [piecewise canonical check])."""
 
@@ -139,9 +131,9 @@ def _leaves(tok: Token) -> Leaves:
         return Leaves(1, pos=pos)
     digits = value[2:]  # the LEAF terminal is "_X" then digits
     if digits[0] == "0" or digits == "1":
-        raise _Fault("a run of leaves is 'X' for one leaf and 'X<k>' for k >= 2, without leading zeros", pos)
+        raise Refused("a run of leaves is 'X' for one leaf and 'X<k>' for k >= 2, without leading zeros", pos)
     if len(digits) > _INT_DIGITS:
-        raise _Fault("leaf count has too many digits", pos + 1)
+        raise Refused("leaf count has too many digits", pos + 1)
     return Leaves(int(digits), pos=pos)
 
 
@@ -154,7 +146,7 @@ def _sequence(children: list[Any], start: int) -> tuple[Any, ...]:
         if type(child) is Token:  # a LEAF: ?node passes leaf tokens up unreduced
             child = _leaves(child)
             if previous_is_run:
-                raise _Fault("adjacent leaf runs must be written as one run 'X<total>'", child.pos)
+                raise Refused("adjacent leaf runs must be written as one run 'X<total>'", child.pos)
             previous_is_run = True
         else:
             previous_is_run = False
@@ -177,7 +169,7 @@ def _entries(children: list[Any], start: int, checked: bool) -> tuple[tuple[Any,
         if type(value) is Token:  # a LEAF
             value = _leaves(value)
             if value.count != 1:
-                raise _Fault("a dict value is one node: write 'X' for a leaf (runs 'X<k>' are for sequences)",
+                raise Refused("a dict value is one node: write 'X' for a leaf (runs 'X<k>' are for sequences)",
                              value.pos)
         values.append(value)
     return tuple(keys), tuple(values)
@@ -187,7 +179,7 @@ def _int(token: Token, digits_at: int, negative: bool) -> int:
     """The integer of an INT token (``_I<digits>``, digits at offset 2) or NEG_INT token (``_Im<digits>``, 3)."""
     digits = token.value[digits_at:]
     if len(digits) > _INT_DIGITS:
-        raise _Fault(f"integer has more than {_INT_DIGITS} digits", token.start_pos + digits_at)
+        raise Refused(f"integer has more than {_INT_DIGITS} digits", token.start_pos + digits_at)
     return -int(digits) if negative else int(digits)
 
 
@@ -208,12 +200,12 @@ class _ToAst:
     def name(self, c: _Children) -> Name:
         version, root = c
         if version.value != VERSION_TAG:
-            raise _Fault(f"unsupported TreeSpec name version '{version.value}'; this library reads {VERSION_TAG}",
+            raise Refused(f"unsupported TreeSpec name version '{version.value}'; this library reads {VERSION_TAG}",
                          version.start_pos)
         if type(root) is Token:
             root = _leaves(root)
             if root.count != 1:
-                raise _Fault("the root is one node: write 'X' for a single leaf (runs 'X<k>' are for sequences)",
+                raise Refused("the root is one node: write 'X' for a single leaf (runs 'X<k>' are for sequences)",
                              root.pos)
         return Name(root)
 
@@ -282,7 +274,7 @@ class _ToAst:
         # the FLOAT terminal is "_F" then the repr with "." -> d, "-" -> m (sign and exponent), "+" -> p
         text = tok.value[2:].replace("d", ".").replace("m", "-").replace("p", "+")
         if len(text) > 40 or repr(float(text)) != text:
-            raise _Fault("a float is spelled as its repr() (for example F1d5 for 1.5, F1ep20 for 1e+20)",
+            raise Refused("a float is spelled as its repr() (for example F1d5 for 1.5, F1ep20 for 1e+20)",
                          tok.start_pos + 1)
         return FloatConst(text)
 
@@ -350,7 +342,7 @@ def _body(c: list[Any], skip: int, checked: bool) -> tuple[str, int]:
                 continue
             code = int(text[2:], 16)
             if code > sys.maxunicode:
-                raise _Fault(f"escape '{text}' is beyond the last Unicode code point",
+                raise Refused(f"escape '{text}' is beyond the last Unicode code point",
                              tok.start_pos + (skip if i == 0 else 0))
             out.append(chr(code))
     text = "".join(out)
@@ -385,9 +377,7 @@ def _expected_text(names: Any) -> str:
             words.append(word)
             names -= group
     words.extend(sorted({_SHOWN.get(n, n) for n in names}))
-    if len(words) == 1:
-        return words[0]
-    return ", ".join(words[:-1]) + " or " + words[-1]
+    return join_or(words)
 
 
 def _shown_char(text: str, pos: int) -> str:
@@ -407,7 +397,7 @@ def parse_if_canonical(text: str) -> Name | LegacyName | None:
         return ast
     except _NotCanonical:
         return None
-    except (_Fault, Failure):
+    except (Refused, Failure):
         parse(text)  # raises the same error, worded by parse(): the checks only ever add _NotCanonical
         return None
 
@@ -417,7 +407,7 @@ def parse(text: str) -> Name | LegacyName:
     try:
         ast: Name | LegacyName = _engine().parse(text)
         return ast
-    except _Fault as fault:
+    except Refused as fault:
         raise TreeSpecNameError(fault.msg, text, fault.pos) from None
     except Failure as e:
         # What the parser could really take here: an LALR state shared by several contexts lists look-aheads that

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._diagnostics import Refused, join_or
 from .._lalr.engine import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
@@ -56,18 +57,9 @@ _DISPLAY = {
 }
 
 
-class _SemanticError(Exception):
-    """Raised inside the transformer; carries the message and the offending token's offset."""
-
-    def __init__(self, msg: str, pos: int) -> None:
-        super().__init__(msg)
-        self.msg = msg
-        self.pos = pos
-
-
 def _layers_limit(n: int, pos: int) -> None:
     if n > ti.MAX_CACHE_LAYERS:
-        raise _SemanticError(
+        raise Refused(
             f"a cache may describe at most MAX_CACHE_LAYERS={ti.MAX_CACHE_LAYERS} layers, got {n}", pos
         )
 
@@ -106,13 +98,13 @@ class _ToAst:
         count = c[1]
         keys = [tok for tok in c[3:] if tok.type == "KEY"]
         if int(count.value) != len(keys):
-            raise _SemanticError(
+            raise Refused(
                 f"dict__{count.value} announces {count.value} keys but {len(keys)} follow", count.start_pos
             )
         seen: set[str] = set()
         for tok in keys:
             if tok.value in seen:
-                raise _SemanticError(f"duplicate dict key {tok.value!r}", tok.start_pos)
+                raise Refused(f"duplicate dict key {tok.value!r}", tok.start_pos)
             seen.add(tok.value)
         return ti.TensorDictInfo(tuple(tok.value for tok in keys))
 
@@ -133,7 +125,7 @@ class _ToAst:
                 [(letter, value) for letter, value, _ in params], STATE_PARAMS, "a recurrent state 's'"
             ))
         except ValueError as err:
-            raise _SemanticError(str(err), head.start_pos) from None
+            raise Refused(str(err), head.start_pos) from None
 
     def group(self, c: list[Any]) -> _Group:
         count = 1
@@ -159,7 +151,7 @@ class _ToAst:
         try:
             layer = ti.LayerInfo(code.upper(), code.isupper(), number, tuple(params), tuple(states))
         except ValueError as err:
-            raise _SemanticError(str(err), kind.start_pos) from None
+            raise Refused(str(err), kind.start_pos) from None
         first: Token = c[0]  # COUNT or LAYER_KIND: where the group starts
         return count, layer, first.start_pos
 
@@ -192,7 +184,7 @@ class _ToAst:
         _legacy_name(name, f"{name.value}__{count.value}")
         n = int(count.value)
         if n % 2:
-            raise _SemanticError(
+            raise Refused(
                 f"DynamicCache__{n}: the legacy form counts tensors, a key and a value per layer, "
                 "so it must be even",
                 count.start_pos,
@@ -203,7 +195,7 @@ class _ToAst:
     def legacy_blocked_cache(self, c: list[Token]) -> ti.TypeInfo:
         name, keys, values = c[0], c[2], c[4]
         _legacy_name(name, f"{name.value}__{keys.value}_{values.value}")
-        raise _SemanticError(
+        raise Refused(
             f"DynamicCache__{keys.value}_{values.value} is the older spelling with all keys first, then all "
             "values; it is not read, write the cache's type-info again with type_as_str_with_info",
             0,
@@ -231,12 +223,12 @@ class _ToAst:
             index_tok, cache = item
             index = int(index_tok.value)
             if caches and index <= caches[-1].index:
-                raise _SemanticError(
+                raise Refused(
                     f"cache leaf {index} after leaf {caches[-1].index}: leaf indices must increase",
                     index_tok.start_pos,
                 )
             if index >= tree.n_leaves:
-                raise _SemanticError(
+                raise Refused(
                     f"cache leaf {index} is out of range: the TreeSpec name has {tree.n_leaves} leaves",
                     index_tok.start_pos,
                 )
@@ -253,12 +245,12 @@ def _cache_info(name: Token, body: _Body, as_name: str | None = None) -> ti.Cach
         return ti.CacheInfo(as_name or name.value, runs, tuple((letter, value) for letter, value, _ in options))
     except ValueError as err:
         pos = options[0][2] if options and "options" in str(err) else name.start_pos
-        raise _SemanticError(str(err), pos) from None
+        raise Refused(str(err), pos) from None
 
 
 def _legacy_name(name: Token, text: str) -> None:
     if name.value != "DynamicCache":
-        raise _SemanticError(
+        raise Refused(
             f"{text}: only DynamicCache has this legacy spelling; write {name.value}_<layers>", name.start_pos
         )
 
@@ -271,7 +263,7 @@ def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
         n_leaves, spec = tree_spec_from_name(tok.value)
     except TreeSpecNameError as err:
         if tok.start_pos:  # inside WithCaches: report the position in the whole type-info string
-            raise _SemanticError(err.msg, tok.start_pos + err.pos) from None
+            raise Refused(err.msg, tok.start_pos + err.pos) from None
         raise
     return ti.TreeSpecInfo(tok.value, n_leaves, spec)
 
@@ -306,12 +298,6 @@ def _expected(names: Any) -> list[str]:
     return sorted({_DISPLAY.get(name, name) for name in names})
 
 
-def _join(shown: list[str]) -> str:
-    if len(shown) <= 1:
-        return "".join(shown)
-    return ", ".join(shown[:-1]) + " or " + shown[-1]
-
-
 def _syntax_error(text: str, err: Failure, engine: Engine) -> TreeSpecNameError:
     if err.token is not None:
         # What the parser could really take here (an LALR state merged from several contexts lists look-aheads
@@ -327,7 +313,7 @@ def _syntax_error(text: str, err: Failure, engine: Engine) -> TreeSpecNameError:
         got = repr(text[pos])
     if not text:
         return TreeSpecNameError("empty type-info string", text, 0, tuple(expected))
-    return TreeSpecNameError(f"expected {_join(expected)}, got {got}", text, pos, tuple(expected))
+    return TreeSpecNameError(f"expected {join_or(expected, empty='')}, got {got}", text, pos, tuple(expected))
 
 
 # Note [syntax errors first]
@@ -348,14 +334,14 @@ def parse(text: str) -> ti.TypeInfo:
         return result
     except Failure as err:
         raise _syntax_error(text, err, engine) from None
-    except (_SemanticError, TreeSpecNameError) as err:
-        semantic: _SemanticError | TreeSpecNameError = err
+    except (Refused, TreeSpecNameError) as err:
+        semantic: Refused | TreeSpecNameError = err
     shapes = _engine("shapes")
     try:
         shapes.parse(text)
     except Failure as err:
         raise _syntax_error(text, err, shapes) from None
-    if isinstance(semantic, _SemanticError):
+    if isinstance(semantic, Refused):
         raise TreeSpecNameError(semantic.msg, text, semantic.pos) from None
     raise semantic from None
 
