@@ -236,7 +236,7 @@ class CallsByKind:
 
 # One serialize_args + deserialize_args of a decode step. Python calls: a fixed number, the same for every
 # cache size (steps compiled per type-info string, layers made without their Python constructors: Note
-# [deserialization steps] in serialize.py, Note [fast layers] in _caches.py). Builtin calls per layer: len of
+# [deserialization steps] in serialize/_rebuild.py, Note [fast layers] in _caches.py). Builtin calls per layer: len of
 # the layer's attributes (a layer holding state nobody registered is refused, not flattened) and 2 list
 # appends to flatten; Tensor.dim twice (the rank check), object.__new__ and one append to rebuild.
 HOT_PATH_PYTHON_CALLS = 9  # measured: 9 (this test's two helpers included), for 8 to 32 layers
@@ -244,7 +244,8 @@ HOT_PATH_BUILTIN_CALLS_PER_LAYER = 7  # measured: 7
 
 
 def test_hot_path_calls_per_cache_layer() -> None:
-    from piece_by_piece_serialize import serialize, type_as_str_with_info
+    from piece_by_piece_serialize import type_as_str_with_info
+    from piece_by_piece_serialize.serialize import _rebuild as serialize  # the compiled steps live there
     from piece_by_piece_serialize.type_info import _parse_small
 
     python, builtin = [], []

@@ -1,6 +1,6 @@
 """The hot path's shortcuts build exactly what the general route builds, and refuse nothing it accepts.
 
-``deserialize_args`` compiles a step per type-info string (Note [deserialization steps] in serialize.py), and
+``deserialize_args`` compiles a step per type-info string (Note [deserialization steps] in serialize/_rebuild.py), and
 caches are flattened and rebuilt inline for their common layers (Note [fast layers] in _caches.py). These
 tests pin that both shortcuts are invisible: the objects are the same down to ``vars()`` (names, order,
 values) as those transformers itself fills and as the general route builds, every value the general route
@@ -19,7 +19,7 @@ cache_utils = pytest.importorskip("transformers.cache_utils")
 
 from _pbp_compare import assert_same  # noqa: E402
 
-from piece_by_piece_serialize import serialize  # noqa: E402
+from piece_by_piece_serialize.serialize import _rebuild as serialize  # noqa: E402  # the steps and the parse cache live there
 from piece_by_piece_serialize.serialize import _caches  # noqa: E402
 from piece_by_piece_serialize.serialize import (  # noqa: E402
     deserialize_args,

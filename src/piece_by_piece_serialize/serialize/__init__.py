@@ -30,33 +30,38 @@ leaves and is described by a TreeSpec name, except that a leaf which is a transf
 does not flatten them, and nothing is registered) is replaced by the cache's tensors and the string
 becomes ``WithCaches__<leaf>_<cache>...___<name>``. ``serialize_args`` concatenates the arguments in
 order.
+
+Layout and imports: the public functions are defined here; :mod:`._flatten` holds the flattening helpers
+(:func:`_kind`, the compact-key rule), :mod:`._rebuild` the rebuild (steps and general route), :mod:`._copy`
+the copy, and :mod:`._caches` with its layer modules the transformers caches. The package may import
+:mod:`..errors`, :mod:`..schema`, :mod:`..treespec_name` and :mod:`..type_info`, never the custom-op layer
+or the CLI above it; torch and transformers are imported on first use only.
 """
 
 from __future__ import annotations
 
-import collections
-import copy
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..type_info import (
-    _CACHED_LENGTH,
-    AnyCacheInfo,
-    CacheInfo,
-    CacheLeaf,
-    EncoderDecoderCacheInfo,
-    NoneInfo,
-    ScalarInfo,
-    TensorDictInfo,
-    TensorInfo,
-    TensorListInfo,
-    TreeSpecInfo,
-    TreeWithCachesInfo,
-    TypeInfo,
-    _parse_cached,
+from ..type_info import CacheLeaf, TensorDictInfo, TensorInfo, TreeSpecInfo, TreeWithCachesInfo
+from . import _caches, _copy, _flatten, _rebuild
+from ._copy import _copy as _copy_value
+from ._flatten import (
+    _K_CACHE,
+    _K_DICT,
+    _K_LIST,
+    _K_NONE,
+    _K_SCALAR,
+    _K_TENSOR,
+    _argument,
+    _compact_key,
+    _expand_caches,
+    _extend,
+    _flatten_tree,
+    _kind,
+    _scalar_name,
 )
-from . import _caches
+from ._rebuild import _deserialize_into, _is_empty_marker, _type_info
 
 if TYPE_CHECKING:  # annotations only: torch is imported on first use (see _setup)
     from torch import Tensor
@@ -78,27 +83,21 @@ __all__ = [
     "type_as_str_with_info",
 ]
 
-# torch objects, bound on first use (see _setup) so that importing this module stays cheap.
-_Tensor: Any = None
-_Size: Any = None
-_tree_flatten: Any = None
-_tree_unflatten: Any = None
 
-# _kind() results
-_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE = range(7)
-_SCALAR_NAMES = {bool: "bool", int: "int", float: "float"}
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+# torch, bound on first use (see _setup) so that importing this package stays cheap; each submodule binds
+# its own names in its own _setup, so that its functions read them as one global lookup.
+_Tensor: Any = None
 
 
 def _setup() -> None:
-    global _Tensor, _Size, _tree_flatten, _tree_unflatten
+    global _Tensor
     import torch
-    from torch.utils import _pytree
 
-    _tree_flatten = _pytree.tree_flatten
-    _tree_unflatten = _pytree.tree_unflatten
-    _Size = torch.Size
-    _Tensor = torch.Tensor  # set last: the other functions test it to know whether setup ran
+    _flatten._setup()
+    _rebuild._setup()
+    _copy._setup()
+    _Tensor = torch.Tensor  # set last: the public functions test it to know whether setup ran
+
 
 
 def __getattr__(name: str) -> Any:
@@ -112,98 +111,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(treespec_name, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# str key -> fits the compact dict form; bounded (cleared when full), keys repeat on every forward call
-_COMPACT_KEYS: dict[str, bool] = {}
-_COMPACT_KEYS_MAX = 4096
-
-
-def _compact_key(key: Any) -> bool:
-    r"""Whether ``key`` fits the compact ``dict__N_k1__k2`` form as the writer produces it.
-
-    The writer's rule: a non-empty ``str`` of ASCII letters, digits and ``_``, neither starting nor ending with
-    ``_``, without ``__``. It is a strict subset of the language's ``KEY`` terminal (``grammars/type_info.lark``,
-    ``/[^_\s](?:_?[^_\s])*/``, which ``TensorDictInfo`` checks exactly): writer ⊂ grammar. Every key accepted
-    here is read back as one ``KEY`` token and round-trips; keys the grammar also takes but this rule refuses
-    (``"é"``, ``"a-b"``) are written as TreeSpec names, so every type-info string the writer makes stays
-    ``[A-Za-z0-9_]`` (``tests/property/test_compact_keys.py`` checks both).
-    """
-    if type(key) is not str:
-        return False
-    known = _COMPACT_KEYS.get(key)
-    if known is not None:
-        return known
-    ok = bool(key) and key[0] != "_" and key[-1] != "_" and "__" not in key
-    ok = ok and all(ch in _ALNUM or ch == "_" for ch in key)
-    if len(_COMPACT_KEYS) >= _COMPACT_KEYS_MAX:
-        _COMPACT_KEYS.clear()
-    _COMPACT_KEYS[key] = ok
-    return ok
-
-
-def _kind(obj: Any) -> int:
-    """Which form of Note [flat order] ``obj`` takes; the one decision shared by writer and flattener."""
-    if isinstance(obj, _Tensor):
-        return _K_TENSOR
-    if obj is None:
-        return _K_NONE
-    cls = type(obj)
-    if cls in _SCALAR_NAMES or isinstance(obj, (bool, int, float)):
-        return _K_SCALAR
-    if cls is list:
-        for item in obj:
-            if not isinstance(item, _Tensor):
-                return _K_TREE
-        return _K_LIST
-    if cls is dict and obj:
-        for key, value in obj.items():
-            if not isinstance(value, _Tensor) or not _compact_key(key):
-                return _K_TREE
-        return _K_DICT
-    if _caches.is_cache(obj):
-        return _K_CACHE
-    return _K_TREE
-
-
-def _scalar_name(obj: Any) -> str:
-    if isinstance(obj, bool):
-        return "bool"
-    if isinstance(obj, int):
-        return "int"
-    return "float"
-
-
-def _flatten_tree(obj: Any) -> tuple[list[Any], Any, list[int]]:
-    """pytree leaves, spec, and the indices of the leaves that are transformers caches."""
-    cu = _caches.cache_module()
-    if cu is None:  # a cache can only exist if transformers is already imported
-        leaves, spec = _tree_flatten(obj)
-        return leaves, spec, []
-    # A cache is a leaf even when its class is registered with pytree (transformers' export helpers do
-    # that): this library rebuilds it itself, with all its state and without copies. pytree's is_leaf hook
-    # costs a call per node, so it is only passed when some cache class is registered.
-    is_cache = _caches.is_cache
-    if _caches.pytree_registered_caches():
-        leaves, spec = _tree_flatten(obj, is_leaf=is_cache)
-    else:
-        leaves, spec = _tree_flatten(obj)
-    cache_type, registered = cu.Cache, _caches.SUPPORTED
-    caches = [i for i, leaf in enumerate(leaves) if isinstance(leaf, cache_type) or type(leaf) in registered]
-    return leaves, spec, caches
-
-
-def _expand_caches(leaves: list[Any], caches: list[int], what: str) -> list[Any]:
-    """The flat items of a pytree whose leaves ``caches`` are caches: each replaced by its tensors."""
-    out: list[Any] = []
-    start = 0
-    for i in caches:
-        out.extend(leaves[start:i])
-        info = _caches.describe(leaves[i], f"{what}, pytree leaf {i}")
-        out.extend(_caches.flatten(leaves[i], info))
-        start = i + 1
-    out.extend(leaves[start:])
-    return out
 
 
 def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tensor]:
@@ -248,12 +155,6 @@ def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tenso
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
 
-def _argument(name: str | int | None, schema: str | None = None) -> str:
-    where = f" of schema {schema!r}" if schema else ""
-    if isinstance(name, int):
-        return f"positional argument {name}{where}"
-    return f"argument {name!r}{where}"
-
 
 def type_as_str_with_info(obj: Any) -> str:
     """The type-info string that tells :func:`deserialize_args` how to rebuild ``obj``.
@@ -291,13 +192,6 @@ def type_as_str_with_info(obj: Any) -> str:
     described = tuple(CacheLeaf(i, _caches.describe(leaves[i], f"value, pytree leaf {i}")) for i in caches)
     return str(TreeWithCachesInfo(described, tree))
 
-
-def _extend(out: list[Any], r: Any) -> None:
-    cls = type(r)
-    if cls is list or cls is tuple:
-        out.extend(r)
-    else:
-        out.append(r)
 
 
 def _serialize_into(flat: list[Any], value: Any, name: str | int, schema: str) -> None:
@@ -384,370 +278,6 @@ def serialize_args(
     return tuple(flat), {}
 
 
-def _type_info(tt: Any, where: str) -> TypeInfo:
-    if type(tt) is str:
-        return _parse_cached(tt)
-    if tt is None:
-        return NoneInfo()
-    if isinstance(tt, TypeInfo):
-        return tt
-    raise TypeError(f"{where} must be a type-info string, got {type(tt).__name__}: {tt!r}")
-
-
-def _take(res: Sequence[Any], pos: int, n: int, where: str, tt: Any) -> tuple[Sequence[Any], int]:
-    """The ``n`` items for one argument: either packed as one list at ``pos`` or ``n`` flat items."""
-    if n and pos < len(res):
-        item = res[pos]
-        if type(item) is list or type(item) is tuple:
-            if len(item) != n:
-                raise ValueError(
-                    f"{where}={str(tt)!r} needs {n} items but res[{pos}] is a list of {len(item)}"
-                )
-            return item, pos + 1
-    end = pos + n
-    if end > len(res):
-        raise ValueError(
-            f"{where}={str(tt)!r} needs {n} items from res[{pos}] but res has only {len(res)} items"
-        )
-    return res[pos:end], end
-
-
-def _clone_leaf(x: Any) -> Any:
-    return x.clone() if isinstance(x, _Tensor) else x
-
-
-# Note [deserialization steps]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# deserialize_args runs on every forward call with the same few type-info strings. The first time a string
-# goes through _deserialize_into it is parsed, and compiled into a *step*: a small function holding what the
-# node says (a count, dict keys, a TreeSpec, a cache builder) that rebuilds the argument in the common case --
-# the items are plain torch.Tensor objects (or exact scalars, or non-container leaves), laid out flat in
-# res, clone=False. A step either appends the value and returns the new position, or returns -1 without
-# having changed anything, and the argument goes the general route below, which accepts the other cases
-# (tensor subclasses such as FakeTensor under torch.export, packed groups, clone=True) and raises the
-# errors that name the position. A step never accepts what the general route would refuse and builds the
-# same value. Steps are kept per string (bounded), so a warm call does no parsing and no dispatch on node
-# types: one dict lookup and one call per argument.
-
-_Step = Callable[[list[Any], Sequence[Any], int, int], int]
-_STEPS: dict[str, _Step] = {}
-_STEPS_MAX = 4096
-
-
-def _tensor_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-    if pos < n_res:
-        item = res[pos]
-        if type(item) is _Tensor:
-            des.append(item)
-            return pos + 1
-    return -1
-
-
-def _none_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-    if pos < n_res and res[pos] is None:
-        des.append(None)
-        return pos + 1
-    return -1
-
-
-def _general_step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-    return -1  # no shortcut for this node (TreeWithCachesInfo, zero items): always the general route
-
-
-def _scalar_step(kind: type) -> _Step:
-    # An exact bool/int/float is what _scalar_ok accepts without a symbolic type; anything else goes general.
-    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-        if pos < n_res:
-            item = res[pos]
-            if type(item) is kind:
-                des.append(item)
-                return pos + 1
-        return -1
-
-    return step
-
-
-def _tensor_list_step(n: int) -> _Step:
-    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-        end = pos + n
-        if end <= n_res:
-            items = res[pos:end]
-            for item in items:
-                if type(item) is not _Tensor:
-                    return -1  # a packed group starts with a list, a tensor subclass or an error: general route
-            des.append(list(items))
-            return end
-        return -1
-
-    return step
-
-
-def _tensor_dict_step(keys: tuple[str, ...]) -> _Step:
-    n = len(keys)
-
-    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-        end = pos + n
-        if end <= n_res:
-            items = res[pos:end]
-            for item in items:
-                if type(item) is not _Tensor:
-                    return -1
-            des.append(dict(zip(keys, items)))  # noqa: B905 - n keys, n items; strict= doubles zip's cost
-            return end
-        return -1
-
-    return step
-
-
-# Note [torch.Size in a pytree]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# torch registers torch.Size as a pytree node whose unflatten gives a plain tuple, so tree_unflatten turns
-# every torch.Size of a structure into a tuple. A structure holding one is rebuilt by _unflatten below, which
-# follows the spec like tree_unflatten does and makes torch.Size objects of those nodes; any other structure
-# goes through tree_unflatten itself.
-
-
-def _has_size(spec: Any) -> bool:
-    stack = [spec]
-    size = _Size
-    while stack:
-        s = stack.pop()
-        if s.type is size:
-            return True
-        stack.extend(c for c in s._children if c.type is not None)
-    return False
-
-
-def _unflatten_with_sizes(leaves: list[Any], spec: Any) -> Any:
-    from torch.utils._pytree import SUPPORTED_NODES
-
-    it = iter(leaves)
-
-    def build(s: Any) -> Any:  # one frame per level: pytree's own depth limit (about 500) fits the stack
-        if s.type is None:
-            return next(it)
-        children = []
-        for c in s._children:
-            children.append(build(c))
-        if s.type is _Size:
-            return _Size(children)
-        return SUPPORTED_NODES[s.type].unflatten_fn(children, s._context)
-
-    return build(spec)
-
-
-def _unflatten(leaves: list[Any], spec: Any) -> Any:
-    """``tree_unflatten``, except that torch.Size nodes come back as torch.Size (Note [torch.Size in a pytree])."""
-    if _has_size(spec):
-        return _unflatten_with_sizes(leaves, spec)
-    return _tree_unflatten(leaves, spec)
-
-
-def _tree_step(n: int, spec: Any) -> _Step:
-    unflatten = _unflatten_with_sizes if _has_size(spec) else _tree_unflatten
-
-    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-        end = pos + n
-        if end <= n_res:
-            items = res[pos:end]
-            for item in items:
-                if type(item) in _CONTAINERS:  # a packed group at pos, or a container leaf (an error)
-                    return -1
-            des.append(unflatten(list(items), spec))
-            return end
-        return -1
-
-    return step
-
-
-def _cache_step(info: AnyCacheInfo) -> _Step:
-    n = info.n_items
-    build = _caches.builder(info)
-
-    def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
-        end = pos + n
-        if end <= n_res:
-            cache = build(res[pos:end])  # None unless every item is what the common case holds
-            if cache is not None:
-                des.append(cache)
-                return end
-        return -1
-
-    return step
-
-
-def _compile_step(info: TypeInfo) -> _Step:
-    cls = type(info)
-    if cls is TensorInfo:
-        return _tensor_step
-    if cls is NoneInfo:
-        return _none_step
-    if cls is ScalarInfo:
-        return _scalar_step({"bool": bool, "int": int, "float": float}[info.kind])  # type: ignore[attr-defined]
-    if info.n_items == 0:
-        return _general_step
-    if cls is TensorListInfo:
-        return _tensor_list_step(info.size)  # type: ignore[attr-defined]
-    if cls is TensorDictInfo:
-        return _tensor_dict_step(info.keys)  # type: ignore[attr-defined]
-    if cls is TreeSpecInfo:
-        return _tree_step(info.n_leaves, info.spec)  # type: ignore[attr-defined]
-    if cls is CacheInfo or cls is EncoderDecoderCacheInfo:
-        return _cache_step(info)  # type: ignore[arg-type]
-    return _general_step
-
-
-def _remember_step(text: str, info: TypeInfo) -> None:
-    if len(text) > _CACHED_LENGTH:  # as for parsing: long strings are not kept
-        return
-    if len(_STEPS) >= _STEPS_MAX:
-        _STEPS.clear()
-    _STEPS[text] = _compile_step(info)
-
-
-def _deserialize_into(
-    des: list[Any], res: Sequence[Any], expected_types: Sequence[Any], clone: bool, pos: int, label: str
-) -> int:
-    n_res = len(res)
-    steps = _STEPS
-    for i, tt in enumerate(expected_types):
-        if type(tt) is str and not clone:  # Note [deserialization steps]
-            step = steps.get(tt)
-            if step is _tensor_step:  # inlined, the most frequent step
-                if pos < n_res:
-                    item = res[pos]
-                    if type(item) is _Tensor:
-                        des.append(item)
-                        pos += 1
-                        continue
-            elif step is not None:
-                end = step(des, res, pos, n_res)
-                if end >= 0:
-                    pos = end
-                    continue
-            else:
-                _remember_step(tt, _parse_cached(tt))  # raises TreeSpecNameError on a malformed string
-        # The general route. The where-strings of error messages are only formatted on error.
-        # Any, not TypeInfo: the dispatch below is on ``cls``, which mypy does not narrow (and a cast is a call)
-        info: Any = _parse_cached(tt) if type(tt) is str else _type_info(tt, f"{label}[{i}]")
-        cls = type(info)
-        if cls is TensorInfo:
-            if pos >= n_res:
-                raise ValueError(f"{label}[{i}]='Tensor' needs res[{pos}] but res has only {n_res} items")
-            item = res[pos]
-            if not isinstance(item, _Tensor):
-                raise TypeError(f"{label}[{i}]='Tensor' but res[{pos}] is a {type(item).__name__}")
-            des.append(item.clone() if clone else item)
-            pos += 1
-        elif cls is NoneInfo:
-            if pos >= n_res:
-                raise ValueError(f"{label}[{i}]='None' needs res[{pos}] but res has only {n_res} items")
-            if res[pos] is not None:
-                raise TypeError(f"{label}[{i}]='None' but res[{pos}] is a {type(res[pos]).__name__}")
-            des.append(None)
-            pos += 1
-        elif cls is ScalarInfo:
-            if pos >= n_res:
-                raise ValueError(f"{label}[{i}]={str(info)!r} needs res[{pos}] but res has only {n_res} items")
-            item = res[pos]
-            if not _scalar_ok(info.kind, item):
-                raise TypeError(
-                    f"{label}[{i}]={str(info)!r} expects a Python {info.kind} "
-                    f"but res[{pos}] is a {type(item).__name__}"
-                )
-            des.append(item)
-            pos += 1
-        elif cls is TreeSpecInfo:
-            items, pos = _take(res, pos, info.n_leaves, f"{label}[{i}]", info)
-            _check_leaves(items, f"{label}[{i}]", info)
-            leaves = [_clone_leaf(x) for x in items] if clone else list(items)
-            des.append(_unflatten(leaves, info.spec))
-        elif cls is TreeWithCachesInfo:
-            items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
-            _check_leaves(items, f"{label}[{i}]", info)
-            des.append(_tree_with_caches(info, items, clone, f"{label}[{i}]"))
-        elif cls is TensorListInfo:
-            items, pos = _take(res, pos, info.size, f"{label}[{i}]", info)
-            _check_tensors(items, f"{label}[{i}]", info)
-            des.append([t.clone() for t in items] if clone else list(items))
-        elif cls is TensorDictInfo:
-            n = len(info.keys)
-            end = pos + n
-            if end <= n_res and (n == 0 or (type(res[pos]) is not list and type(res[pos]) is not tuple)):
-                items = res[pos:end]  # the common, flat case, without _take's call
-                pos = end
-            else:
-                items, pos = _take(res, pos, n, f"{label}[{i}]", info)
-            for item in items:
-                if not isinstance(item, _Tensor):
-                    _check_tensors(items, f"{label}[{i}]", info)
-            des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))  # noqa: B905 - n keys, n items
-        elif cls is CacheInfo or cls is EncoderDecoderCacheInfo:
-            items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
-            _check_leaves(items, f"{label}[{i}]", info)
-            des.append(_caches.rebuild(info, [_clone_leaf(x) for x in items] if clone else items, f"{label}[{i}]={str(info)!r}:"))
-        else:  # pragma: no cover - every node of type_info.py is handled above
-            raise TypeError(f"{label}[{i}]: unhandled type-info node {cls.__name__}")
-    return pos
-
-
-def _tree_with_caches(info: TreeWithCachesInfo, items: Sequence[Any], clone: bool, where: str) -> Any:
-    leaves: list[Any] = []
-    pos = 0
-    start = 0
-    for leaf in info.caches:
-        n = leaf.index - start
-        plain = items[pos : pos + n]
-        leaves.extend([_clone_leaf(x) for x in plain] if clone else plain)
-        pos += n
-        tensors = items[pos : pos + leaf.cache.n_items]
-        rebuilt = _caches.rebuild(leaf.cache, [_clone_leaf(x) for x in tensors] if clone else tensors, f"{where}, cache leaf {leaf.index}:")
-        leaves.append(rebuilt)
-        pos += leaf.cache.n_items
-        start = leaf.index + 1
-    rest = items[pos:]
-    leaves.extend([_clone_leaf(x) for x in rest] if clone else rest)
-    return _unflatten(leaves, info.tree.spec)
-
-
-def _check_tensors(items: Sequence[Any], where: str, info: TypeInfo) -> None:
-    for item in items:
-        if not isinstance(item, _Tensor):
-            raise TypeError(f"{where}={str(info)!r} expects tensors only, got a {type(item).__name__}")
-
-
-# Leaves of a TreeSpec name are what pytree leaves become after serialize_args: tensors, scalars, None (or
-# any other unregistered object). A list, tuple or dict is a pytree container, never a leaf: such an item in
-# the middle of res is a mismatch between res and the string, which pytree would silently accept.
-_CONTAINERS = (list, tuple, dict)
-
-
-def _check_leaves(items: Sequence[Any], where: str, info: TypeInfo) -> None:
-    for k, item in enumerate(items):
-        if type(item) in _CONTAINERS:
-            raise TypeError(
-                f"{where}={str(info)!r} expects leaves (tensors, scalars, None) but item {k} of its "
-                f"{len(items)} items is a {type(item).__name__}"
-            )
-
-
-# A scalar string announces the item's kind exactly: bool is not an int here, an int is not a float (no
-# coercion). Under torch.export an operator may return the symbolic kind (SymBool, SymInt, SymFloat).
-def _scalar_ok(kind: str, item: Any) -> bool:
-    import torch  # already imported by _setup: this is a dict lookup
-
-    if isinstance(item, bool):
-        return kind == "bool"
-    if kind == "int":
-        return isinstance(item, (int, torch.SymInt))
-    if kind == "float":
-        return isinstance(item, (float, torch.SymFloat))
-    return isinstance(item, torch.SymBool)
-
-
-def _is_empty_marker(x: Any) -> bool:
-    return (type(x) is list or type(x) is tuple) and len(x) == 0
-
 
 def deserialize_args(
     res: list[Tensor],
@@ -818,31 +348,7 @@ def deserialize_args_kwargs(
     """
     if _Tensor is None:
         _setup()
-    if kwargs:
-        raise ValueError(
-            f"deserialize_args_kwargs: operator inputs are positional, kwargs must be empty, got "
-            f"{sorted(map(str, kwargs))}"
-        )
-    if not isinstance(expected_types, tuple) or len(expected_types) != 2:
-        raise TypeError(
-            "deserialize_args_kwargs: expected_types must be a pair (positional types, keyword types), "
-            f"got {type(expected_types).__name__}"
-        )
-    # wider than the annotation says: a mapping, or None or an empty list for no keyword types (checked below)
-    kw_types: Mapping[str, Any] | list[Any] | tuple[Any, ...] | None
-    pos_types, kw_types = expected_types
-    if not isinstance(pos_types, (list, tuple)):
-        raise TypeError(f"deserialize_args_kwargs: expected_types[0] must be a list, got {type(pos_types).__name__}")
-    if kw_types is None:
-        kw_types = {}
-    if not isinstance(kw_types, Mapping):
-        if isinstance(kw_types, (list, tuple)) and not kw_types:
-            kw_types = {}
-        else:
-            raise TypeError(
-                "deserialize_args_kwargs: expected_types[1] must map keyword names to type-info strings, "
-                f"got {type(kw_types).__name__}"
-            )
+    pos_types, kw_types = _expected_pair(kwargs, expected_types)
     if isinstance(args, _Tensor):
         args = [args]
     if not isinstance(args, (list, tuple)):
@@ -869,8 +375,7 @@ def deserialize_args_kwargs(
         for name in names[len(pos_types) :]:
             if name in kw_types:
                 one: list[Any] = []
-                # kw_types is a Mapping here (the checks above raised otherwise); mypy keeps the annotation's list
-                pos = _deserialize_into(one, args, [kw_types[name]], clone, pos, f"expected_types[1][{name!r}]")  # type: ignore[call-overload]
+                pos = _deserialize_into(one, args, [kw_types[name]], clone, pos, f"expected_types[1][{name!r}]")
                 new_kwargs[name] = one[0]
             else:
                 if pos >= n_flat:
@@ -900,6 +405,38 @@ def deserialize_args_kwargs(
     return tuple(des), new_kwargs
 
 
+def _expected_pair(kwargs: Any, expected_types: Any) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """``deserialize_args_kwargs``'s argument checks: the positional types and the keyword mapping, or raise."""
+    if kwargs:
+        raise ValueError(
+            f"deserialize_args_kwargs: operator inputs are positional, kwargs must be empty, got "
+            f"{sorted(map(str, kwargs))}"
+        )
+    if not isinstance(expected_types, tuple) or len(expected_types) != 2:
+        raise TypeError(
+            "deserialize_args_kwargs: expected_types must be a pair (positional types, keyword types), "
+            f"got {type(expected_types).__name__}"
+        )
+    # wider than the annotation says: a mapping, or None or an empty list for no keyword types (checked below)
+    kw_types: Mapping[str, Any] | list[Any] | tuple[Any, ...] | None
+    pos_types, kw_types = expected_types
+    if not isinstance(pos_types, (list, tuple)):
+        raise TypeError(f"deserialize_args_kwargs: expected_types[0] must be a list, got {type(pos_types).__name__}")
+    if kw_types is None:
+        kw_types = {}
+    if not isinstance(kw_types, Mapping):
+        if isinstance(kw_types, (list, tuple)) and not kw_types:
+            kw_types = {}
+        else:
+            raise TypeError(
+                "deserialize_args_kwargs: expected_types[1] must map keyword names to type-info strings, "
+                f"got {type(kw_types).__name__}"
+            )
+    return pos_types, kw_types
+
+
+
+
 def make_copy(obj: Any) -> Any:
     """A deep copy in which every tensor is cloned and every container keeps its exact type.
 
@@ -912,47 +449,9 @@ def make_copy(obj: Any) -> Any:
     """
     if _Tensor is None:
         _setup()
-    return _copy(obj)
+    return _copy_value(obj)
 
 
-def _copy(obj: Any) -> Any:
-    if isinstance(obj, _Tensor):
-        return obj.clone()
-    cls = type(obj)
-    if obj is None or cls in (bool, int, float, str, bytes, complex):
-        return obj
-    if cls is list:
-        return [_copy(x) for x in obj]
-    if cls is tuple:
-        return tuple(_copy(x) for x in obj)
-    if cls is dict:
-        return {k: _copy(v) for k, v in obj.items()}
-    if cls is collections.OrderedDict:
-        return collections.OrderedDict((k, _copy(v)) for k, v in obj.items())
-    if cls is collections.defaultdict:
-        new: Any = collections.defaultdict(obj.default_factory)
-        for k, v in obj.items():
-            new[k] = _copy(v)
-        return new
-    if cls is collections.deque:
-        return collections.deque((_copy(x) for x in obj), maxlen=obj.maxlen)
-    if isinstance(obj, tuple):
-        if hasattr(cls, "_fields"):  # namedtuple and typing.NamedTuple
-            return cls(*(_copy(x) for x in obj))
-        if hasattr(cls, "n_sequence_fields") or cls is _Size:
-            return cls([_copy(x) for x in obj])  # torch.return_types.* (structseq) and torch.Size
-    if _caches.is_cache(obj) and type(obj) in _caches.SUPPORTED:
-        return _caches.copy_cache(obj, _copy)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(obj, numpy.ndarray):
-        return obj.copy()
-    try:
-        return copy.deepcopy(obj)
-    except Exception as err:  # deepcopy raises whatever the object's hooks raise
-        raise TypeError(
-            f"make_copy: cannot copy a {cls.__module__}.{cls.__qualname__}: copy.deepcopy failed with "
-            f"{type(err).__name__}: {err}"
-        ) from err
 
 
 def choose_kwargs_for_dynamic_shapes(

@@ -1,7 +1,7 @@
 """Rebuilding the common cache layers on the hot path: one compiled maker per layer spelling.
 
 ``deserialize_args`` rebuilds every cache it receives on every forward call of a replaced submodule. The
-adapters of :mod:`._cache_layers` check every item and name what is wrong; the makers here build the same
+layer adapters (:mod:`._layer_adapters`) check every item and name what is wrong; the makers here build the same
 objects for the common case (items exactly ``torch.Tensor``, with the ranks, sizes and dtypes the spelling
 implies) with the checks reduced to identity tests and one read of each shape, and give up (return
 ``None``) on anything else, so that the caller takes the general route, which accepts what they refuse

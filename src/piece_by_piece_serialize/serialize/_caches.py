@@ -1,7 +1,7 @@
 """transformers caches <-> flat lists of items, through a registry of adapters; no pytree registration.
 
 A cache is described by a :class:`~.type_info.CacheInfo` (its class, options and layer kinds, the
-type-info string) and flattened into items: each layer's items in order (:mod:`._cache_layers`), after the
+type-info string) and flattened into items: each layer's items in order (its adapter, :mod:`._layer_adapters`), after the
 cache's own (``DFlashCache``'s accepted-token count). An ``EncoderDecoderCache`` is its self-attention
 cache followed by its cross-attention cache. :func:`rebuild` makes a new cache of the same classes from a
 description and the items, with every attribute the original had (the very same tensor objects).
