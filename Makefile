@@ -3,6 +3,7 @@
 #   make test   -- creates .venv, installs with the test extras, runs ruff and mypy --strict, then the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
 # `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
+# `make accel` compiles the LALR engine with mypyc (needs a C compiler); nothing else needs it, the pure engine is the fallback.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +14,7 @@ PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
 
-.PHONY: venv venv-test demo test lint fuzz bench docs tables clean
+.PHONY: venv venv-test demo test lint fuzz bench docs tables accel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +45,10 @@ lint: venv-test
 fuzz: venv-test
 	$(BIN)/python fuzz/run_all.py --seconds $(FUZZ_SECONDS)
 
+# the compiled engine first when mypyc and a C compiler are there (--if-possible: skipped with a message otherwise),
+# so that the table has its rows beside the pure engine's
 bench: venv-test
+	$(BIN)/python bench/build_accel.py --if-possible
 	$(BIN)/python bench/run.py
 	$(BIN)/python docs/build_readme.py  # docs/benchmarks.md shows the new bench/RESULTS.md
 
@@ -56,5 +60,11 @@ docs: venv-test
 tables: venv
 	$(BIN)/python -m piece_by_piece_serialize._lalr.build
 
+# The optional compiled engine (bench/build_accel.py: a stamped copy of _lalr/engine.py, git-ignored); used only while
+# its stamp matches _lalr/engine.py, so a stale build is never run. mypyc comes with mypy, in the test extra.
+accel: venv-test
+	$(BIN)/python bench/build_accel.py
+
 clean:
+	$(BIN)/python bench/build_accel.py --clean 2>/dev/null || true
 	rm -rf $(VENV) build dist site .pytest_cache .hypothesis

@@ -13,12 +13,16 @@ from __future__ import annotations
 import argparse
 import collections
 import linecache
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "treespec"))
+# bytecodes are the pure engine's: a compiled one (make accel) executes none of its own, and would drop out of the
+# profile; set before the package is imported, which chooses its engine once
+os.environ.setdefault("PBP_ENGINE", "python")
 
 
 def _texts(which: str) -> tuple[list[str], Callable[[str], Any]]:

@@ -5,13 +5,22 @@ several repeats, and reports the ratio of medians. The table is printed and writ
 ``bench/RESULTS.md``; the ratios are drawn as a bar chart in ``bench/ratios.svg`` for the README.
 
 Run: ``make bench`` (or ``.venv/bin/python bench/run.py [--quick] [--only SECTION ...]``).
+
+The table is of the pure-Python engine (``PBP_ENGINE=python`` unless set otherwise), what every install runs. When
+the optional compiled engine is built and current (``make accel``; ``make bench`` builds it when it can), the
+sections that parse (``ENGINE_SECTIONS``) run again in a child process with ``PBP_ENGINE=compiled`` and their
+cold-parse rows join the table, marked "compiled engine"; otherwise the table says why there are none. Each of
+those rows is still ours against the baseline measured side by side in that child.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +28,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+# the main table is the pure engine's, also where a compiled engine is built (see above); set before any section
+# imports the package, which chooses its engine once
+os.environ.setdefault("PBP_ENGINE", "python")
 
 from _timing import SECTIONS, Row, fmt_time  # noqa: E402
 
@@ -33,9 +45,39 @@ import custom_op_overhead  # noqa: E402,F401
 
 # The order of the table: the issue's six measurement groups.
 ORDER = ["schema", "treespec", "hotpath", "custom_op", "startup", "scaling"]
+# The sections whose cold-parse rows are measured again on the compiled engine when it is built
+ENGINE_SECTIONS = ("schema", "treespec")
 
 
-def render_markdown(rows: list[Row]) -> str:
+def compiled_engine_missing() -> str | None:
+    """Why the compiled engine cannot be benchmarked (not built, stale), or None when it can."""
+    from piece_by_piece_serialize._lalr import choice as _engine_choice
+
+    try:
+        from piece_by_piece_serialize._lalr import _compiled as _lalr_compiled
+    except ImportError:
+        return "not built (`make accel`; needs a C compiler)"
+    try:
+        _engine_choice.choose("compiled", _lalr_compiled)
+    except RuntimeError:
+        return "stale: built from another version of _lalr/engine.py (`make accel`)"
+    return None
+
+
+def compiled_engine_rows(names: list[str], quick: bool) -> list[Row]:
+    """The cold-parse rows of the sections ``names``, measured in a child process running the compiled engine."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--rows-json", "--only", *names] + (["--quick"] if quick else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PBP_ENGINE": "compiled"}).stdout
+    rows = []
+    for fields in json.loads(out):
+        row = Row(**fields)
+        if "cold" in row.what:
+            row.note = f"{row.note}, compiled engine" if row.note else "compiled engine"
+            rows.append(row)
+    return rows
+
+
+def render_markdown(rows: list[Row], notes: list[str] | None = None) -> str:
     lines = [
         "# Benchmark results",
         "",
@@ -59,6 +101,7 @@ def render_markdown(rows: list[Row]) -> str:
             f"| {r.section} | {what} | {value(r.ours)} | {r.baseline_name} | {value(r.baseline)} "
             f"| {r.ratio:.3g} | {target} | {met} |"
         )
+    lines.extend(["", *notes] if notes else [])
     return "\n".join(lines) + "\n"
 
 
@@ -115,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not for the README)")
     parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="run only these sections")
     parser.add_argument("--no-write", action="store_true", help="print the table without writing RESULTS.md")
+    parser.add_argument("--rows-json", action="store_true", help=argparse.SUPPRESS)  # the child of compiled_engine_rows
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for name in sorted(SECTIONS, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER)):
@@ -127,7 +171,25 @@ def main(argv: list[str] | None = None) -> int:
             flag = "" if r.met is None else ("  ok" if r.met else "  MISSED")
             print(f"   {r.what}: {r.ratio:.3g}x {r.baseline_name}{flag}", file=sys.stderr, flush=True)
         rows.extend(new)
-    md = render_markdown(rows)
+    if args.rows_json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows]))
+        return 0
+    notes = []
+    engine_sections = [name for name in ENGINE_SECTIONS if not args.only or name in args.only]
+    if engine_sections:
+        from piece_by_piece_serialize._lalr import choice as _engine_choice
+
+        why = compiled_engine_missing() if _engine_choice.NAME == "python" else "this table is the compiled engine's"
+        if why is None:
+            print(f"== {' '.join(engine_sections)} (compiled engine, child process)", file=sys.stderr, flush=True)
+            for r in compiled_engine_rows(engine_sections, args.quick):
+                print(f"   {r.what} ({r.note}): {r.ratio:.3g}x {r.baseline_name}", file=sys.stderr, flush=True)
+                rows.append(r)
+            rows.sort(key=lambda r: ORDER.index(r.section) if r.section in ORDER else len(ORDER))
+        else:
+            notes.append(f"Compiled engine: {why}; every row is the pure-Python engine's.")
+            print(f"   compiled engine: {why}", file=sys.stderr, flush=True)
+    md = render_markdown(rows, notes)
     print(md)
     if not args.no_write and not args.only:
         (HERE / "RESULTS.md").write_text(md, encoding="utf-8")

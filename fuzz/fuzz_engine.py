@@ -34,7 +34,7 @@ def _plain(value: Any) -> Any:
     from lark import Token as LarkToken
     from lark import Tree
 
-    from piece_by_piece_serialize._lalr.engine import Token
+    from piece_by_piece_serialize._lalr.choice import Token
 
     if isinstance(value, (Token, LarkToken)):
         return (value.type, str(value), value.start_pos)
@@ -57,7 +57,7 @@ def _runners(grammar: str, multiline: bool) -> tuple[Any, Any]:
         from piece_by_piece_serialize._lalr import build as _lalr_build
         from piece_by_piece_serialize._lalr import tables as _lalr_tables
         from piece_by_piece_serialize._lalr.grammar import build_parser
-        from piece_by_piece_serialize._lalr.engine import Engine
+        from piece_by_piece_serialize._lalr.choice import Engine
         from piece_by_piece_serialize.schema._transform import _Newlines
 
         options = _lalr_build.GRAMMARS[grammar]
@@ -89,7 +89,7 @@ def lark_outcome(parser: Any, text: str) -> tuple:
 
 
 def engine_outcome(engine: Any, text: str, with_accepts: bool) -> tuple:
-    from piece_by_piece_serialize._lalr.engine import Failure
+    from piece_by_piece_serialize._lalr.choice import Failure
 
     try:
         return ("tree", _plain(engine.parse(text)))

@@ -19,7 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from piece_by_piece_serialize import type_as_str_with_info
-from piece_by_piece_serialize._lalr.engine import Token
+from piece_by_piece_serialize._lalr.choice import Token
 from piece_by_piece_serialize._lalr.tables import load
 from piece_by_piece_serialize.serialize import _compact_key
 from piece_by_piece_serialize.type_info import TensorDictInfo, parse_type_info

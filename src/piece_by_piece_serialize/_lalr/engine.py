@@ -1,8 +1,8 @@
 """A table-driven LALR(1) engine for the parse tables that lark computes from ``grammars/*.lark``.
 
 Lark is the parser generator: from each grammar it derives the lexer terminals (in lark's matching order) and the
-LALR(1) action and goto tables. ``_lalr_build`` exports those tables as plain Python data (the generated modules
-in ``_tables/``, checked against the grammar files by ``tests/test_tables.py`` and by a SHA-256 stamp at load
+LALR(1) action and goto tables. :mod:`.build` exports those tables as plain Python data (the generated modules
+in ``_generated/``, checked against the grammar files by ``tests/test_tables.py`` and by a SHA-256 stamp at load
 time), and this module runs them. It is not a parser of either language: every decision it takes is a table
 look-up, so the grammar stays the single definition of what is accepted. It exists because lark's general run
 time spends most of a parse on bookkeeping these grammars never need (line counting, token subclassing of
@@ -19,7 +19,7 @@ replaced by that child; every other rule calls the transformer method named afte
 
 Two shortcuts change how fast, never what: the lexer tries only the terminals that can start with the next one
 or two characters, from a dispatch table generated with the tables (Note [first-character dispatch] in
-``_lalr_build``), and a chain of reductions of one-symbol ``?rule``s, which only changes the top state, is one
+:mod:`.build`), and a chain of reductions of one-symbol ``?rule``s, which only changes the top state, is one
 table look-up (Note [folded unit reductions]).
 
 Invariants: the engine keeps no per-parse state on itself (re-entrant, thread-safe after construction); work is
@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable
@@ -46,7 +46,9 @@ class Token:
 
     __slots__ = ("type", "value", "start_pos", "end_pos")
 
-    def __init__(self, type: str, value: str, start_pos: int, end_pos: int) -> None:
+    # The defaults let ``Token.__new__(Token)`` work when this class is compiled (mypyc's ``__new__`` runs
+    # ``__init__``), which the parse loop uses to make tokens without a Python-level call of ``__init__``.
+    def __init__(self, type: str = "", value: str = "", start_pos: int = 0, end_pos: int = 0) -> None:
         self.type = type
         self.value = value
         self.start_pos = start_pos
@@ -177,8 +179,6 @@ class _Keyed:
 
 
 if TYPE_CHECKING:
-    from typing import Protocol
-
     # a compiled alternation's ``match`` (or the stand-in of a scanner with no terminals)
     _Match = Callable[[str, int], "re.Match[str] | None"]
     # a dispatch entry (see _Scanner): a literal (kind, text, len(text)), an alternation, or None (use ``full``)
@@ -188,8 +188,12 @@ if TYPE_CHECKING:
     # a bound rule: (size, origin, build), build None for a pass-through ?rule over one symbol
     _Rule = tuple[int, str, _Build | None]
 
-    class _PostLex(Protocol):
-        def process(self, stream: Iterator[Token]) -> Iterator[Token]: ...
+
+class _PostLex(Protocol):
+    """What ``postlex`` must have. A class at module level, not under TYPE_CHECKING: mypyc compiles no class
+    defined inside a block (typing is imported here anyway)."""
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]: ...
 
 
 class Engine:
@@ -202,12 +206,14 @@ class Engine:
         self.gotos: tuple[dict[str, int], ...] = tables["gotos"]
         self.start_state: int = tables["start_state"]
         self.end_state: int = tables["end_state"]
-        self.ignore = frozenset(tables["ignore"])
+        self.ignore: frozenset[str] = frozenset(tables["ignore"])
         made_entries: dict[Any, Any] = {}  # dispatch entries, shared by the scanners
         scanners = [_Scanner(spec, tables, made_entries) for spec in tables["scanners"]]
-        self.scanner_of_state = tuple([scanners[i] for i in tables["scanner_of_state"]])
-        self.first_of_state = tuple([scanner.first for scanner in self.scanner_of_state])
-        self.full_of_state = tuple([scanner.full for scanner in self.scanner_of_state])
+        self.scanner_of_state: tuple[_Scanner, ...] = tuple([scanners[i] for i in tables["scanner_of_state"]])
+        # Typed loosely on purpose: the parse loop tells the kinds of entry apart by their class, and a precise
+        # union would make mypyc check each one against it
+        self.first_of_state: tuple[dict[str, Any], ...] = tuple([scanner.first for scanner in self.scanner_of_state])
+        self.full_of_state: tuple[Any, ...] = tuple([scanner.full for scanner in self.scanner_of_state])
         self.root_scanner = scanners[tables["root_scanner"]]
         if postlex is not None and len(scanners) != 1:
             raise ValueError("a postlexer needs the basic lexer")
@@ -221,6 +227,7 @@ class Engine:
         ``states`` when it is asked for (as lark's contextual lexer does). :meth:`parse` runs the same lexer
         inline when there is no postlexer."""
         pos, end, ignore = 0, len(text), self.ignore
+        hit: Any  # a dispatch entry (see _Scanner), told apart by its class
         while pos < end:
             state = states[-1]
             hit = self.first_of_state[state].get(text[pos])
@@ -264,19 +271,24 @@ class Engine:
 
     # --- parsing --------------------------------------------------------------------------------------------
     def parse(self, text: str) -> Any:
-        """The value the start rule's callback returns for ``text``; raises :class:`Failure` if ``text`` is not
-        in the language. Exceptions raised by the callbacks propagate unchanged."""
+        """The start rule's value for ``text``; :class:`Failure` outside the language (callbacks' exceptions pass)."""
         if self.postlex is not None:
             return self._parse_stream(text)
-        # The lexer of _tokens and the parser loop of _parse_stream, in one loop over the text; the top state is
-        # kept in `state` as well as on the stack.
+        # _tokens' lexer and _parse_stream's parser in one loop over the text; the top state is also kept in `state`
         steps, gotos, firsts, ignore = self.steps, self.gotos, self.first_of_state, self.ignore
-        new_token = object.__new__
+        new_token = Token.__new__  # object.__new__ itself for the pure engine (see Token)
         state = self.start_state
         states: list[int] = [state]
         values: list[Any] = []
         push_state, push_value = states.append, values.append
         pos, length = 0, len(text)
+        # (for mypyc, which then keeps these unboxed or calls dict and str operations directly; free when interpreted)
+        hit: Any  # a dispatch entry (see _Scanner), told apart by its class
+        kind: str
+        value: str
+        stop: int
+        neg: int
+        origin: str
         try:
             while pos < length:
                 # --- the next token ---
@@ -292,21 +304,15 @@ class Engine:
                     if hit is None:
                         hit = self.full_of_state[state]
                         cls = hit.__class__
-                    if cls is _Keyed:
-                        m = hit.match(text, pos)
-                        if m is None:
-                            self._mismatch(text, pos, self.scanner_of_state[state])
-                        kind = m.lastgroup
-                        value = m.group()
+                    m = hit.match(text, pos) if cls is _Keyed else hit(text, pos)
+                    if m is None:
+                        self._mismatch(text, pos, self.scanner_of_state[state])
+                    kind = m.lastgroup
+                    value = m.group()
+                    if cls is _Keyed:  # a regex terminal that matches a keyword exactly is the keyword's
                         keywords = hit.keywords.get(kind)
                         if keywords is not None:
                             kind = keywords.get(value, kind)
-                    else:
-                        m = hit(text, pos)
-                        if m is None:
-                            self._mismatch(text, pos, self.scanner_of_state[state])
-                        kind = m.lastgroup
-                        value = m.group()
                     stop = m.end()
                     if kind in ignore:
                         pos = stop
@@ -323,13 +329,11 @@ class Engine:
                     except KeyError:
                         raise Failure(token.start_pos, token, states, values, self.actions[state]) from None
                     if step.__class__ is int:  # shift
-                        state = step
-                        push_state(state)
+                        push_state(state := step)
                         push_value(token)
                         break
                     if step.__class__ is dict:  # unit reductions: only the top state changes (Note [folded unit reductions])
-                        state = step[states[-2]]
-                        states[-1] = state
+                        states[-1] = state = step[states[-2]]
                     else:
                         neg, origin, build = step  # minus the rule's length
                         if neg:
@@ -339,36 +343,44 @@ class Engine:
                             push_value(build(children))
                         else:
                             push_value(build([]))
-                        state = gotos[states[-1]][origin]
-                        push_state(state)
-            # --- the end of the input: reduce until the end state ---
-            token = Token(_END, "", length, length)
-            end_state = self.end_state
-            while True:
-                try:
-                    step = steps[state][_END]
-                except KeyError:
-                    raise Failure(length, token, states, values, self.actions[state]) from None
-                if step.__class__ is int:  # pragma: no cover - the end is never shifted (see _parse_stream)
-                    raise Failure(length, token, states, values, self.actions[state])
-                if step.__class__ is dict:
-                    state = step[states[-2]]
-                    states[-1] = state
-                else:
-                    neg, origin, build = step
-                    if neg:
-                        children = values[neg:]
-                        del values[neg:]
-                        del states[neg:]
-                        push_value(build(children))
-                    else:
-                        push_value(build([]))
-                    state = gotos[states[-1]][origin]
-                    push_state(state)
-                if state == end_state:
-                    return values[-1]
+                        push_state(state := gotos[states[-1]][origin])
+            return self._finish(text, state, states, values)  # the end of the input
         except _Mismatch as e:  # e.token: a terminal this state's lexer does not try
             raise Failure(e.pos, e.token, states, values, e.allowed) from None
+
+    def _finish(self, text: str, state: int, states: list[int], values: list[Any]) -> Any:
+        """The end of the input for :meth:`parse`: reduce until the end state, and return the start rule's value
+        (one call a parse: the per-token loop stays inline in :meth:`parse`)."""
+        steps, gotos = self.steps, self.gotos
+        push_state, push_value = states.append, values.append
+        length = len(text)
+        neg: int
+        origin: str
+        token = Token(_END, "", length, length)
+        end_state = self.end_state
+        while True:
+            try:
+                step = steps[state][_END]
+            except KeyError:
+                raise Failure(length, token, states, values, self.actions[state]) from None
+            if step.__class__ is int:  # pragma: no cover - the end is never shifted (see _parse_stream)
+                raise Failure(length, token, states, values, self.actions[state])
+            if step.__class__ is dict:
+                state = step[states[-2]]
+                states[-1] = state
+            else:
+                neg, origin, build = step
+                if neg:
+                    children = values[neg:]
+                    del values[neg:]
+                    del states[neg:]
+                    push_value(build(children))
+                else:
+                    push_value(build([]))
+                state = gotos[states[-1]][origin]
+                push_state(state)
+            if state == end_state:
+                return values[-1]
 
     def _parse_stream(self, text: str) -> Any:
         """:meth:`parse` through the postlexer: tokens from :meth:`_tokens`, filtered by ``postlex.process``."""
@@ -498,57 +510,72 @@ def _bind(rule: tuple[str, int, str, bool, tuple[tuple[int, bool], ...] | None, 
     # The shapes of `keep` the grammars use, each with a build that does only its own work (the generic one
     # below handles every shape).
     if keep is not None and not expand1:
-        plain = [i for i, splice in keep if not splice]
-        spliced = [i for i, splice in keep if splice]
-        if inline and keep[0] == (0, True) and spliced == [0] and len(plain) in (1, 2):
-            # the left-recursive `_items: _items SEP item` (or `_items item`): extend the list in place
-            if len(plain) == 1:
-                last = plain[0]
-
-                def build(children: list[Any]) -> Any:
-                    kept = children[0]
-                    kept.append(children[last])
-                    return kept
-
-            else:
-                first_kept, last = plain
-
-                def build(children: list[Any]) -> Any:
-                    kept = children[0]
-                    kept.append(children[first_kept])
-                    kept.append(children[last])
-                    return kept
-
-            return size, origin, build
-        if not inline and not spliced:  # filtered tokens dropped
-            assert method is not None  # (not inline)
-            if len(plain) == 1:
-                only = plain[0]
-
-                def build(children: list[Any]) -> Any:
-                    return method([children[only]])
-
-            else:
-                pick = itemgetter(*plain)
-
-                def build(children: list[Any]) -> Any:
-                    return method(list(pick(children)))
-
-            return size, origin, build
-        if not inline and spliced == [keep[-1][0]] and plain == [0]:  # `rule: item _items`
-            assert method is not None  # (not inline)
-            tail = spliced[0]
-
-            def build(children: list[Any]) -> Any:
-                kept = [children[0]]
-                kept += children[tail]
-                return method(kept)
-
-            return size, origin, build
+        special = _shaped_build(keep, inline, method)
+        if special is not None:
+            return size, origin, special
     if inline and keep is None:  # the first item of a `_items` list: the list is the children as they are
         return size, origin, list
+    return size, origin, _general_build(keep, method, expand1)
 
-    def build(children: list[Any]) -> Any:  # type: ignore[no-redef]  # the general case, after the special ones above
+
+def _shaped_build(keep: tuple[tuple[int, bool], ...], inline: bool, method: _Build | None) -> _Build | None:
+    """The build of one of the ``keep`` shapes the grammars use, or None for the others."""
+    plain = [i for i, splice in keep if not splice]
+    spliced = [i for i, splice in keep if splice]
+    if inline and keep[0] == (0, True) and spliced == [0] and len(plain) in (1, 2):
+        # the left-recursive `_items: _items SEP item` (or `_items item`): extend the list in place
+        if len(plain) == 1:
+            last = plain[0]
+
+            def extend_one(children: list[Any]) -> Any:
+                kept = children[0]
+                kept.append(children[last])
+                return kept
+
+            return extend_one
+        else:
+            first_kept, last = plain
+
+            def extend_two(children: list[Any]) -> Any:
+                kept = children[0]
+                kept.append(children[first_kept])
+                kept.append(children[last])
+                return kept
+
+            return extend_two
+    if not inline and not spliced:  # filtered tokens dropped
+        assert method is not None  # (not inline)
+        if len(plain) == 1:
+            only = plain[0]
+
+            def call_one(children: list[Any]) -> Any:
+                return method([children[only]])
+
+            return call_one
+        else:
+            pick = itemgetter(*plain)
+
+            def call_picked(children: list[Any]) -> Any:
+                return method(list(pick(children)))
+
+            return call_picked
+    if not inline and spliced == [keep[-1][0]] and plain == [0]:  # `rule: item _items`
+        assert method is not None  # (not inline)
+        tail = spliced[0]
+
+        def call_spliced(children: list[Any]) -> Any:
+            kept = [children[0]]
+            kept += children[tail]
+            return method(kept)
+
+        return call_spliced
+    return None
+
+
+def _general_build(keep: tuple[tuple[int, bool], ...] | None, method: _Build | None, expand1: bool) -> _Build:
+    """The build for any rule: ``keep`` applied to the children, then the callback (none for a ``_rule``)."""
+
+    def build(children: list[Any]) -> Any:  # the general case, after the special ones above
         if keep is not None:
             # A spliced _rule's list is used by nothing else: the first one is extended in place, so that a
             # left-recursive rule costs one append per item, not a copy of the items so far.
@@ -570,4 +597,4 @@ def _bind(rule: tuple[str, int, str, bool, tuple[tuple[int, bool], ...] | None, 
             return children[0]
         return method(children)
 
-    return size, origin, build
+    return build

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._diagnostics import Refused, join_or
-from .._lalr.engine import Engine, Failure, Token
+from .._lalr.choice import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
 from .sources._pystring import decode_python_string

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._diagnostics import Refused
-from .._lalr.engine import Token
+from .._lalr.choice import Token
 from ._fail import _quoted
 from ._literals import _device_value, _number_value, _string_value
 from ._torch_tables import _DTYPES, _ENUM_DEFAULTS, _SCALAR_KINDS

@@ -12,7 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from .._diagnostics import Refused
-from .._lalr.engine import Token
+from .._lalr.choice import Token
 from ._fail import _quoted, _short
 from ._torch_tables import _DBL_MIN, _DEVICE_TYPES, _ESCAPES, _INT64_MAX, _INT64_MIN
 from ._values import ComplexValue, DefaultValue, DeviceValue, FloatValue, IntValue

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._diagnostics import join_or
-from .._lalr.engine import Engine, Failure, Token
+from .._lalr.choice import Engine, Failure, Token
 from ..errors import SchemaError
 from ._ast import OperatorName, Return
 from ._fail import _quoted

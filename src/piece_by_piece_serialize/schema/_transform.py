@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .._diagnostics import Refused
-from .._lalr.engine import Engine, Failure, Token
+from .._lalr.choice import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import SchemaError
 from ._aliases import _FRESH, _any_fresh, _renumber, _with_alias

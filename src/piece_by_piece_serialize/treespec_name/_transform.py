@@ -20,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .._diagnostics import Refused, join_or
-from .._lalr.engine import Engine, Failure, Token
+from .._lalr.choice import Engine, Failure, Token
 from .._lalr.tables import load
 from ..errors import TreeSpecNameError
 from ._ast import (
