@@ -3,7 +3,7 @@
 A fresh process imports the package, decodes a first ``deserialize_args`` call and parses every language (valid and
 malformed text, so the error paths run too) without importing lark. The type-info callbacks check what the grammar
 cannot say while the engine parses, so a text with a syntax error after a failed check must still report the syntax
-error (Note [syntax errors first] in ``_type_info_transform``), as when lark parsed the whole text first.
+error (Note [syntax errors first] in ``type_info/_transform.py``), as when lark parsed the whole text first.
 """
 
 from __future__ import annotations

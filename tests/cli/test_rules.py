@@ -18,7 +18,7 @@ PACKAGE = Path(piece_by_piece_serialize.__file__).parent
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 # callee -> position of the code argument
-_CODE_ARG = {"Lint": 2, "_finding": 3, "Finding": 4, "Problem": 5}
+_CODE_ARG = {"Lint": 2, "site_finding": 3, "Finding": 4, "Problem": 5}
 
 
 def emitted_codes() -> set[str]:

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "run"]
+from ._rules import PROG
 
-PROG = "pbp-serialize"
+__all__ = ["main", "run"]
 
 
 class _UsageError(Exception):

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 
 from ._contexts import CONTEXT_CPP, CONTEXT_TEXT, CONTEXT_YAML, NAME_ONLY, NAMELESS
 from ._files import Reader, iter_files, load_or_report
-from ._findings import Finding, first_difference, problem_finding, source_line
-from ._findings import site_finding as _finding  # the short name tests/cli/test_rules.py reads rule codes off
+from ._findings import Finding, first_difference, problem_finding, site_finding, source_line
 from ._progress import Progress
 from ._report import Reporter
 from ._rules import RULES
@@ -96,7 +95,7 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
                 pass
             else:
                 return SiteResult([], skipped=True)
-        return SiteResult([_finding(site, exc.pos, "error", "syntax", exc.msg)])
+        return SiteResult([site_finding(site, exc.pos, "error", "syntax", exc.msg)])
     findings: list[Finding] = []
     needs_name = site.context not in NAMELESS and (site.context != CONTEXT_TEXT or require_name)
     if needs_name and not schema.name.name:
@@ -105,14 +104,14 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
             offset = 0  # pragma: no cover - a nameless schema always fails this parse
         except SchemaError as exc:
             offset = exc.pos
-        findings.append(_finding(site, offset, "error", "missing-name", _needs_name_message(site.context)))
+        findings.append(site_finding(site, offset, "error", "missing-name", _needs_name_message(site.context)))
     if site.typevars_off and has_typevar(schema):
         try:
             parse_schema(site.text, allow_typevars=False, allow_nameless=True)
         except SchemaError as exc:
             findings.append(_typevar_finding(site, schema, exc))
     for lint in lint_schema(schema, site.text, site.context):
-        findings.append(_finding(site, lint.offset, lint.severity, lint.code, lint.message))
+        findings.append(site_finding(site, lint.offset, lint.severity, lint.code, lint.message))
     findings.sort(key=lambda f: (f.line, f.column))
     return SiteResult(findings, schema)
 
@@ -125,14 +124,14 @@ def _typevar_finding(site: SchemaSite, schema: FunctionSchema, exc: SchemaError)
     if typevar is not None and "." in typevar.name:
         # A dotted name is how registered opaque types are spelled (torch._library.opaque_object); torch
         # resolves those before type variables, so it is fine when the registration runs first.
-        return _finding(
+        return site_finding(
             site,
             exc.pos,
             "warning",
             "opaque-type",
             f"'{typevar.name}' is accepted by {where} only if it is registered as an opaque type before the schema is defined",
         )
-    return _finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {where} parses schemas with type variables off")
+    return site_finding(site, exc.pos, "error", "typevar", f"{exc.msg}; {where} parses schemas with type variables off")
 
 
 @dataclass(slots=True)
@@ -329,26 +328,26 @@ def check_torch(*, strict: bool = False, quiet: bool = True, emit: Callable[[Fin
                 # 'PyObject', pytorch/pytorch#184209): the oracle is then that we refuse the text as well.
                 if result.schema is None:
                     rejects_own += 1
-                    findings = [_finding(site, 0, "note", "torch-own-print", f"torch cannot parse its own print of this schema either: {torch_error}")]
+                    findings = [site_finding(site, 0, "note", "torch-own-print", f"torch cannot parse its own print of this schema either: {torch_error}")]
                 else:
-                    findings.append(_finding(site, 0, "error", "torch-reparse", f"we parse what torch rejects: {torch_error}"))
+                    findings.append(site_finding(site, 0, "error", "torch-reparse", f"we parse what torch rejects: {torch_error}"))
             elif result.schema is not None:
                 parsed += 1
                 ours = result.schema
                 if [a.name for a in ours.arguments] == [a.name for a in torch_schema.arguments]:
                     names_agree += 1
                 else:
-                    findings.append(_finding(site, 0, "error", "torch-names", "argument names differ from torch's"))
+                    findings.append(site_finding(site, 0, "error", "torch-names", "argument names differ from torch's"))
                 printed = str(ours)
                 if printed == site.text:
                     prints_agree += 1
                 else:
-                    findings.append(_finding(site, first_difference(printed, site.text), "error", "torch-print", f"printed differently from torch: {printed}"))
+                    findings.append(site_finding(site, first_difference(printed, site.text), "error", "torch-print", f"printed differently from torch: {printed}"))
                 if printed != site.text:  # else torch has just read this very text
                     reread, torch_error = _torch_parse(torch, printed)
                 same = torch_error is None and reread == torch_schema
                 if torch_error is not None:
-                    findings.append(_finding(site, 0, "error", "torch-reparse", f"torch cannot parse our print: {torch_error}"))
+                    findings.append(site_finding(site, 0, "error", "torch-reparse", f"torch cannot parse our print: {torch_error}"))
                 if same:
                     reparses += 1
             for finding in findings:

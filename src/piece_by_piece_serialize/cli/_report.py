@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from ._findings import render_text
-from ._rules import RULES
+from ._rules import PROG, RULES
 
 if TYPE_CHECKING:
     from ._findings import Finding
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "Reporter"]
 
 FORMATS = ("text", "json", "github", "sarif")
-PROG = "pbp-serialize"
 _SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _GITHUB_LEVELS = {"error": "error", "warning": "warning", "note": "notice"}
 _NOT_FILES = ("<stdin>", "<torch>")
