@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "treespec"))
+sys.path.insert(0, str(HERE.parent / "tests" / "treespec_name"))
 # bytecodes are the pure engine's: a compiled one (make accel) executes none of its own, and would drop out of the
 # profile; set before the package is imported, which chooses its engine once
 os.environ.setdefault("PBP_ENGINE", "python")

@@ -2,7 +2,7 @@
 
 The original scheme is re-implemented here from its description (``"___" + base32(zlib(pickle((n, spec))))``
 with ``=`` written ``_``, decoded with ``pickle.loads``); it lives in this benchmark only. On every case of the
-realistic corpus (``tests/treespec/corpus_inputs.py``) it measures name lengths (ours, the original,
+realistic corpus (``tests/treespec_name/corpus_inputs.py``) it measures name lengths (ours, the original,
 ``treespec_dumps`` where torch can dump the spec) and, interleaved in the same run, the median time to encode
 and to decode with ours, the original and ``treespec_dumps``/``treespec_loads``. "cold" decode bypasses our
 cache (a name from another process); "warm" decode is the cached path callers hit on every forward (and on the
@@ -26,7 +26,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests" / "treespec"))
+sys.path.insert(0, str(HERE.parent / "tests" / "treespec_name"))
 
 from _timing import Row, interleaved, section  # noqa: E402
 

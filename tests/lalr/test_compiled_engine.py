@@ -95,7 +95,7 @@ from piece_by_piece_serialize._lalr import choice as _engine_choice
 from piece_by_piece_serialize import SchemaError, TreeSpecNameError
 
 repo = Path(sys.argv[1])
-sys.path.insert(0, str(repo / "tests" / "treespec"))
+sys.path.insert(0, str(repo / "tests" / "treespec_name"))
 from corpus_inputs import build_corpus
 
 def outcome(parse, text):

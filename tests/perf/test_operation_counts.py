@@ -288,7 +288,7 @@ def test_hot_path_formats_no_strings() -> None:
 
 
 def test_runtime_parsers_are_built_once_from_the_generated_tables() -> None:
-    # The engines run the tables generated into _tables/ (tests/test_tables.py keeps them current): building
+    # The engines run the tables generated into _lalr/_generated/ (tests/lalr/test_tables.py keeps them current): building
     # them from the grammar with lark would cost a second per process; the type-info engine too, built once.
     from piece_by_piece_serialize.schema import _transform as _schema_transform
     from piece_by_piece_serialize.treespec_name import _transform as _treespec_transform

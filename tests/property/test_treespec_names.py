@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.fx.immutable_collections import immutable_dict, immutable_list
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "treespec"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "treespec_name"))
 from corpus_inputs import Box, Color, LayerCache, Pair, Point, RegisteredPoint  # noqa: E402
 from corpus_inputs import Shape  # noqa: E402
 from test_treespec_roundtrip import decode_cold, same_tree  # noqa: E402

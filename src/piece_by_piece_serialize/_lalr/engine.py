@@ -2,7 +2,7 @@
 
 Lark is the parser generator: from each grammar it derives the lexer terminals (in lark's matching order) and the
 LALR(1) action and goto tables. :mod:`.build` exports those tables as plain Python data (the generated modules
-in ``_generated/``, checked against the grammar files by ``tests/test_tables.py`` and by a SHA-256 stamp at load
+in ``_generated/``, checked against the grammar files by ``tests/lalr/test_tables.py`` and by a SHA-256 stamp at load
 time), and this module runs them. It is not a parser of either language: every decision it takes is a table
 look-up, so the grammar stays the single definition of what is accepted. It exists because lark's general run
 time spends most of a parse on bookkeeping these grammars never need (line counting, token subclassing of

@@ -56,7 +56,7 @@ def build_parser(name: str, **options: Any) -> Lark:
 
     ``options`` go to :class:`lark.Lark` (``start``, ``transformer``, ...). Run-time parsers are built
     without ``strict``: every grammar is built with ``strict=True`` by the test suite
-    (``tests/test_grammars.py``), so a terminal collision or LALR conflict fails there, loudly, instead
+    (``tests/lalr/test_grammars.py``), so a terminal collision or LALR conflict fails there, loudly, instead
     of costing each process a second at start-up.
     """
     import lark.lexer

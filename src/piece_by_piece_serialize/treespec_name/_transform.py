@@ -116,7 +116,7 @@ class _NotCanonical(Exception):
 # with their own messages). The checking callbacks verify these pieces as they are reduced, so an accepted name
 # needs no re-print; when one fails, the caller re-parses without the checks and prints the name, so the
 # message shows the canonical spelling and errors keep their order (syntax, then limits, then canonical form).
-# tests/treespec/test_piecewise_canonical.py checks that both ways agree on corpora and mutants.
+# tests/treespec_name/test_piecewise_canonical.py checks that both ways agree on corpora and mutants.
 
 
 # Separator-led tokens ("_T", "_X2", "_input_ids") start with the "_" the grammar folds into them; AST positions

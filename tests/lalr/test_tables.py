@@ -21,7 +21,7 @@ import pytest
 from piece_by_piece_serialize._lalr import build as _lalr_build
 from piece_by_piece_serialize._lalr import tables as _lalr_tables
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MUTANTS = 4000  # per grammar; each is one character deleted, duplicated or replaced in a real input
 
 
@@ -134,8 +134,8 @@ def test_treespec_engine_agrees_with_lark() -> None:
     import torch.utils._pytree as pytree
 
     # Imported under the name the TreeSpec tests use: a second copy of the module would register its types twice.
-    if str(ROOT / "tests" / "treespec") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tests" / "treespec"))
+    if str(ROOT / "tests" / "treespec_name") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "treespec_name"))
     from corpus_inputs import build_corpus  # type: ignore[import-not-found]  # realistic inputs of the TreeSpec tests
 
     from piece_by_piece_serialize import tree_spec_as_name
