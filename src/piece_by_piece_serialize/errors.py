@@ -1,6 +1,8 @@
-"""The public error family: one exception class per language, both ``ValueError`` subclasses.
+"""The public error family: :class:`SchemaError` for operator schemas, :class:`TreeSpecNameError` for the three
+languages of the serialized form (TreeSpec names, type-info strings, structure descriptions); both ``ValueError``
+subclasses of :class:`PbpSyntaxError`.
 
-Every malformed input to either language raises exactly one of these, never a lark exception,
+Every malformed input to any of the four languages raises exactly one of these, never a lark exception,
 ``IndexError`` or ``RecursionError``. An error carries the text it was raised on, a 0-based offset into
 it, the 1-based line and column derived from that offset, and the tokens that would have been
 accepted there. ``str(error)`` shows the message, the source line and a caret under the offending

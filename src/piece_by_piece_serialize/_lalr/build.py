@@ -1,4 +1,4 @@
-"""Export the LALR tables lark computes for a grammar as plain Python data, for :mod:`._lalr` to run.
+"""Export the LALR tables lark computes for a grammar as plain Python data, for :mod:`.engine` to run.
 
 ``python -m piece_by_piece_serialize._lalr.build`` (``make tables``) rewrites the modules in ``_generated/`` from the
 grammar files; ``tests/lalr/test_tables.py`` fails when one of them is stale, and :func:`.tables.load` rebuilds the tables in
