@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ._rules import PROG
+from ._prog import PROG
 
 __all__ = ["main", "run"]
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
 from ._findings import render_text
-from ._rules import PROG, RULES
+from ._prog import PROG
+from ._rules import RULES
 
 if TYPE_CHECKING:
     from ._findings import Finding

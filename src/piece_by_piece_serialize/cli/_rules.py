@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROG", "RULES", "SEVERITIES", "Rule"]
-
-# The program's name, as every message and report names it (argparse's prog, SARIF's tool.driver.name)
-PROG = "pbp-serialize"
+__all__ = ["RULES", "SEVERITIES", "Rule"]
 
 # What a rule's severity can be set to; "off" drops its findings.
 SEVERITIES = ("error", "warning", "note", "off")
