@@ -22,6 +22,8 @@ Invariants: a registration never changes the meaning of a string that parsed bef
 letters are only ever added); the extra state named at registration is checked on every object (a
 missing attribute or one of the wrong kind is refused, naming it), and an attribute that is neither the
 base class's nor registered is refused too.
+
+Imports: the cache vocabulary of :mod:`.type_info` at import time, the registry of :mod:`.serialize` on use.
 """
 
 from __future__ import annotations

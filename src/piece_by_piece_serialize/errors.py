@@ -8,6 +8,8 @@ it, the 1-based line and column derived from that offset, and the tokens that wo
 accepted there. ``str(error)`` shows the message, the source line and a caret under the offending
 column. End of input is reported at ``len(text)`` as "end of input". Errors pickle, so they cross
 process boundaries (multiprocessing, pytest-xdist) intact.
+
+Imports: nothing at import time; :mod:`._diagnostics` for the caret, when an error is shown.
 """
 
 from __future__ import annotations

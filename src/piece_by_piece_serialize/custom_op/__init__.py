@@ -64,6 +64,9 @@ with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes t
 traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
 Dtypes and devices are those recorded.
 (The code is in :mod:`._shapes`.)
+
+Imports: :mod:`..serialize` and :mod:`..type_info` at import time, :mod:`..schema`, :mod:`..treespec_name` and
+:mod:`..errors` on use; torch when a module is wrapped.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ docs/schema.md. Malformed input raises :class:`~piece_by_piece_serialize.errors.
 else.
 
 Importing this module imports neither torch nor lark: the parser is built on the first parse and then reused.
+
+Imports: the modules of this package, and of the library only :mod:`.._lalr` (the engine), :mod:`..errors` and
+:mod:`.._diagnostics`.
 """
 
 from __future__ import annotations
