@@ -224,7 +224,13 @@ class _ToAst:
             return Return(type_, c[1].value, (start, c[1].end_pos))
         return Return(type_, None, (start, end))
 
-    bare_return = return_
+    # The same as return_, written out rather than aliased (`bare_return = return_`): mypyc compiles this class
+    # (make accel) and drops method aliases assigned in a class body; a call to return_ would cost a frame a schema.
+    def bare_return(self, c: _Kids) -> Return:
+        type_, start, end = c[0]
+        if len(c) > 1:
+            return Return(type_, c[1].value, (start, c[1].end_pos))
+        return Return(type_, None, (start, end))
 
     def bare_arg_type(self, c: _Kids) -> _Spanned:
         t: _Spanned = c[0]
@@ -235,7 +241,9 @@ class _ToAst:
         t: _Spanned = c[0]
         return t
 
-    bare_type = type
+    def bare_type(self, c: _Kids) -> _Spanned:  # as type, and not an alias of it (see bare_return)
+        t: _Spanned = c[0]
+        return t
 
     def list_type(self, c: _Kids) -> _Spanned:
         elem, start, _ = c[0]
