@@ -3,7 +3,8 @@
 #   make test   -- creates .venv, installs with the test extras, runs ruff and mypy --strict, then the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
 # `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
-# `make accel` compiles the LALR engine with mypyc (needs a C compiler); nothing else needs it, the pure engine is the fallback.
+# `make accel` compiles the LALR engine and the schema callbacks with mypyc (needs a C compiler); nothing else needs it,
+# the pure code is the fallback.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -60,8 +61,8 @@ docs: venv-test
 tables: venv
 	$(BIN)/python -m piece_by_piece_serialize._lalr.build
 
-# The optional compiled engine (bench/build_accel.py: a stamped copy of _lalr/engine.py, git-ignored); used only while
-# its stamp matches _lalr/engine.py, so a stale build is never run. mypyc comes with mypy, in the test extra.
+# The optional compiled engine and schema callbacks (bench/build_accel.py: stamped copies of _lalr/engine.py and
+# schema/_transform.py, git-ignored); each used only while its stamp matches its sources, so a stale build is never run. mypyc comes with mypy, in the test extra.
 accel: venv-test
 	$(BIN)/python bench/build_accel.py
 

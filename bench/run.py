@@ -50,7 +50,7 @@ ENGINE_SECTIONS = ("schema", "treespec")
 
 
 def compiled_engine_missing() -> str | None:
-    """Why the compiled engine cannot be benchmarked (not built, stale), or None when it can."""
+    """Why the compiled engine and schema callbacks cannot be benchmarked (not built, stale), or None when they can."""
     from piece_by_piece_serialize._lalr import choice as _engine_choice
 
     try:
@@ -61,6 +61,15 @@ def compiled_engine_missing() -> str | None:
         _engine_choice.choose("compiled", _lalr_compiled)
     except RuntimeError:
         return "stale: built from another version of _lalr/engine.py (`make accel`)"
+    # the child runs PBP_ENGINE=compiled, which needs the compiled schema callbacks as well (bench/build_accel.py)
+    from piece_by_piece_serialize.schema import _transform
+
+    try:
+        from piece_by_piece_serialize.schema import _transform_compiled
+    except ImportError:
+        return "the schema callbacks are not built (`make accel` again)"
+    if getattr(_transform_compiled, "SOURCE_SHA256", None) != _engine_choice.sources_sha256(_transform):
+        return "stale: schema callbacks built from another version of schema/*.py or _lalr/engine.py (`make accel`)"
     return None
 
 

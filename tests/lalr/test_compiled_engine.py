@@ -2,7 +2,8 @@
 
 The choice itself (``_lalr.choice.choose``) is tested on stand-in modules, and once through the package in a
 fresh interpreter with a stale stand-in installed as ``_lalr._compiled``. The agreement test needs a real build:
-it skips when none is there (``make test`` builds nothing) or when the one there is stale, and otherwise parses,
+it skips when none is there (``make test`` builds nothing) or when the one there is stale, and otherwise parses
+(with the compiled schema callbacks too, ``schema/_transform_compiled``, under the same conditions),
 in two fresh interpreters (``PBP_ENGINE=python`` and ``PBP_ENGINE=compiled``), every schema torch registers,
 each of them cut in half (the error path: messages, offsets, expected tokens), the invalid schema corpus, and
 the TreeSpec names of the whole TreeSpec corpus with the invalid name corpus, and compares every printed string,
@@ -22,6 +23,7 @@ import pytest
 
 from piece_by_piece_serialize._lalr import choice as _engine_choice
 from piece_by_piece_serialize._lalr import engine as _lalr
+from piece_by_piece_serialize.schema import _transform
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,6 +87,44 @@ def test_stale_build_is_not_run_by_the_package() -> None:
            "from another version of engine.py" in forced.stderr
 
 
+# The schema callbacks' copy (schema/_transform_compiled) is chosen by the same function, with a stamp over schema/
+def _choose_callbacks(choice: str, compiled: types.ModuleType | None) -> types.ModuleType:
+    return _engine_choice.choose_copy(choice, compiled, _transform, lambda: _engine_choice.sources_sha256(_transform),
+                                      "compiled copy of the schema callbacks", "schema/*.py or _lalr/engine.py")
+
+
+def test_stale_stamp_falls_back_to_the_pure_callbacks() -> None:
+    current = _stand_in(_engine_choice.sources_sha256(_transform))
+    assert _choose_callbacks("", current) is current
+    stale = _stand_in(_engine_choice.source_sha256())  # the engine's stamp is not the callbacks' one
+    assert _choose_callbacks("", stale) is _transform
+    assert _choose_callbacks("python", current) is _transform
+    with pytest.raises(RuntimeError, match=r"^PBP_ENGINE=compiled, but the compiled copy of the schema callbacks "
+                                           r".* was built from another version of schema/\*\.py or _lalr/engine\.py"):
+        _choose_callbacks("compiled", stale)
+    with pytest.raises(RuntimeError, match=r"^PBP_ENGINE=compiled, but no compiled copy of the schema callbacks is built"):
+        _choose_callbacks("compiled", None)
+
+
+_STALE_CALLBACKS_CHILD = """
+import sys, types
+stale = types.ModuleType("piece_by_piece_serialize.schema._transform_compiled")
+stale.SOURCE_SHA256 = "0" * 64
+sys.modules[stale.__name__] = stale
+from piece_by_piece_serialize import parse_schema
+from piece_by_piece_serialize.schema import _choice, _transform
+assert _choice.NAME == "python" and _choice.parse is _transform.parse, _choice.parse
+print(parse_schema("aten::f(Tensor x) -> Tensor"))
+"""
+
+
+def test_stale_callbacks_build_is_not_run_by_the_package() -> None:
+    done = subprocess.run([sys.executable, "-c", _STALE_CALLBACKS_CHILD], capture_output=True, text=True,
+                          env=_child_env(None))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "aten::f(Tensor x) -> Tensor\n"
+
+
 # Everything both engines are compared on, printed as JSON by one fresh interpreter per engine.
 _OUTCOMES_CHILD = """
 import json, sys
@@ -92,6 +132,7 @@ from pathlib import Path
 import torch
 from piece_by_piece_serialize import parse_schema, pretty_name, tree_spec_as_name, tree_spec_from_name
 from piece_by_piece_serialize._lalr import choice as _engine_choice
+from piece_by_piece_serialize.schema import _choice as _callbacks_choice
 from piece_by_piece_serialize import SchemaError, TreeSpecNameError
 
 repo = Path(sys.argv[1])
@@ -105,7 +146,7 @@ def outcome(parse, text):
         return ["error", type(e).__name__, repr(e), str(e)]
     return ["ok", repr(value), str(value)]
 
-out = {"engine": _engine_choice.NAME, "schema": [], "treespec": []}
+out = {"engine": _engine_choice.NAME, "callbacks": _callbacks_choice.NAME, "schema": [], "treespec": []}
 schemas = [str(s) for s in torch._C._jit_get_all_schemas()]
 schemas += [s[: len(s) // 2] for s in schemas]
 schemas += [p.read_text(encoding="utf-8") for p in sorted((repo / "tests/corpus/schema/invalid").glob("*.schema"))]
@@ -131,6 +172,12 @@ def _compiled_state() -> str | None:
         return "no compiled engine built (make accel)"
     if getattr(_compiled, "SOURCE_SHA256", None) != _engine_choice.source_sha256():
         return "the compiled engine is stale (make accel)"
+    try:
+        from piece_by_piece_serialize.schema import _transform_compiled  # type: ignore[attr-defined]
+    except ImportError:
+        return "no compiled schema callbacks built (make accel)"
+    if getattr(_transform_compiled, "SOURCE_SHA256", None) != _engine_choice.sources_sha256(_transform):
+        return "the compiled schema callbacks are stale (make accel)"
     return None
 
 
@@ -149,6 +196,7 @@ def test_compiled_engine_agrees_with_the_pure_one() -> None:
         pytest.skip(why)
     pure, compiled = _outcomes("python"), _outcomes("compiled")
     assert (pure["engine"], compiled["engine"]) == ("python", "compiled")
+    assert (pure["callbacks"], compiled["callbacks"]) == ("python", "compiled")
     for language in ("schema", "treespec"):
         ours, theirs = pure[language], compiled[language]
         assert isinstance(ours, list) and isinstance(theirs, list)

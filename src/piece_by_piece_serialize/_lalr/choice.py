@@ -18,7 +18,12 @@ from types import ModuleType
 
 from . import engine as _lalr
 
-__all__ = ["Engine", "Failure", "Token", "NAME", "choose", "source_sha256"]
+# Not ``from typing import TYPE_CHECKING`` (see the package's __init__)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Engine", "Failure", "Token", "NAME", "choose", "choose_copy", "source_sha256", "sources_sha256"]
 
 # The values PBP_ENGINE takes; unset or empty is "auto" (compiled when built and current, else pure).
 _CHOICES = ("auto", "python", "compiled")
@@ -36,6 +41,15 @@ def choose(choice: str, compiled: ModuleType | None, pure: ModuleType = _lalr) -
     """The engine module to run for a ``PBP_ENGINE`` value ``choice`` and the compiled module (None when none
     imports). Raises :class:`RuntimeError` for ``compiled`` without a current compiled engine, and
     :class:`ValueError` for an unknown choice."""
+    return choose_copy(choice, compiled, pure, lambda: source_sha256(pure), "compiled engine",
+                       os.path.basename(pure.__file__ or ""))
+
+
+def choose_copy(choice: str, compiled: ModuleType | None, pure: ModuleType, stamp: Callable[[], str], what: str,
+                sources: str) -> ModuleType:
+    """``pure`` or its compiled copy ``compiled`` (None when none imports) for a ``PBP_ENGINE`` value: the copy
+    only while its ``SOURCE_SHA256`` equals ``stamp()`` (called only when there is a copy to check). ``what``
+    names the copy and ``sources`` what the stamp covers, in the errors of ``choose``."""
     choice = choice or "auto"
     if choice not in _CHOICES:
         raise ValueError(f"PBP_ENGINE must be one of {', '.join(_CHOICES)}, got {choice!r}")
@@ -43,16 +57,33 @@ def choose(choice: str, compiled: ModuleType | None, pure: ModuleType = _lalr) -
         return pure
     if compiled is None:
         if choice == "compiled":
-            raise RuntimeError("PBP_ENGINE=compiled, but no compiled engine is built (run `make accel`)")
+            raise RuntimeError(f"PBP_ENGINE=compiled, but no {what} is built (run `make accel`)")
         return pure
-    if getattr(compiled, "SOURCE_SHA256", None) != source_sha256(pure):
+    if getattr(compiled, "SOURCE_SHA256", None) != stamp():
         if choice == "compiled":
             raise RuntimeError(
-                f"PBP_ENGINE=compiled, but the compiled engine {compiled.__name__} was built from another version of "
-                f"{os.path.basename(pure.__file__ or '')} (run `make accel` again)"
+                f"PBP_ENGINE=compiled, but the {what} {compiled.__name__} was built from another version of "
+                f"{sources} (run `make accel` again)"
             )
         return pure
     return compiled
+
+
+def sources_sha256(module: ModuleType) -> str:
+    """The stamp of a compiled copy of ``module`` that uses the engine: the SHA-256 over the name and content of
+    every ``.py`` file of ``module``'s package directory and of the pure engine's source, so that an edit of
+    anything the copy was type-checked and compiled against makes it stale (bench/build_accel.py writes it)."""
+    import hashlib  # as in source_sha256
+
+    folder = os.path.dirname(module.__file__ or "")
+    paths = [os.path.join(folder, name) for name in sorted(os.listdir(folder)) if name.endswith(".py")]
+    paths.append(_lalr.__file__ or "")
+    total = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        total.update(f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)} {digest}\n".encode())
+    return total.hexdigest()
 
 
 def _compiled() -> ModuleType | None:
@@ -67,9 +98,7 @@ def _compiled() -> ModuleType | None:
 _CHOICE = os.environ.get("PBP_ENGINE", "")
 _MODULE = choose(_CHOICE, None if _CHOICE == "python" else _compiled())
 
-# Not ``from typing import TYPE_CHECKING`` (see the package's __init__); the checker sees the pure engine's
-# classes, which the compiled ones are, compiled.
-TYPE_CHECKING = False
+# The checker sees the pure engine's classes, which the compiled ones are, compiled.
 if TYPE_CHECKING:
     from .engine import Engine, Failure, Token
 else:
@@ -86,3 +115,10 @@ NAME = "python" if _MODULE is _lalr else "compiled"
 # a 25 kB file, only when a compiled engine exists). Both engines are the same code, so they agree by
 # construction; tests/test_compiled_engine.py checks it over every schema torch registers and the TreeSpec
 # corpus, and the engine tests and fuzz replay run on either with PBP_ENGINE set.
+#
+# The schema callbacks (schema/_transform.py) are compiled the same way, as schema/_transform_compiled, picked by
+# schema/_choice.py through choose_copy with the same PBP_ENGINE values. Their stamp, sources_sha256, covers every
+# .py file of schema/ and engine.py: mypyc compiles a module against the types of everything it imports, so an
+# edit of any of them (an AST class, a helper's signature) can change what the compiled copy does. The compiled
+# callbacks take Token from here like the source does, and mypyc treats classes it does not compile as plain
+# objects, so they run with either engine.

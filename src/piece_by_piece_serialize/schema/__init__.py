@@ -97,7 +97,7 @@ ClassCheck = Callable[[str, str], bool]
 def _parse(text: str) -> ParseResult:
     if not isinstance(text, str):
         raise TypeError(f"a schema must be a str, not {type(text).__name__}")
-    from ._transform import parse  # lark is imported on first use only
+    from ._choice import parse  # the parser is loaded on first use only
 
     return parse(text)
 
