@@ -73,7 +73,7 @@ def build() -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="pbp-accel-") as tmp:
         # the package's sources, so that each copy is type-checked against what it imports and named
         # piece_by_piece_serialize.<copy> (no build artifact is copied: *.py only)
-        shutil.copytree(PACKAGE_DIR, Path(tmp) / PACKAGE, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+        shutil.copytree(PACKAGE_DIR, Path(tmp) / PACKAGE, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", ".*_cache"))
         built = []
         # one mypyc run per copy: a run over both would put their shared library at the top level, outside the package
         for source, copy in COPIES:
