@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Engine", "Failure", "Token", "NAME", "choose", "choose_copy", "source_sha256", "sources_sha256"]
+__all__ = ["Engine", "Failure", "Token", "NAME", "choose", "choose_copy", "optional_copy", "source_sha256", "sources_sha256"]
 
 # The values PBP_ENGINE takes; unset or empty is "auto" (compiled when built and current, else pure).
 _CHOICES = ("auto", "python", "compiled")
@@ -86,17 +86,22 @@ def sources_sha256(module: ModuleType) -> str:
     return total.hexdigest()
 
 
-def _compiled() -> ModuleType | None:
+def optional_copy(name: str) -> ModuleType | None:
+    """The compiled copy ``name`` (a full module name), or None when none is built. An optional build artifact,
+    git-ignored and without source, so it is imported by its fixed name; a copy that is there but fails on an
+    import of its own is an error, not the same as no copy."""
+    from importlib import import_module
+
     try:
-        from . import _compiled  # type: ignore[attr-defined]  # an optional build artifact, git-ignored: no source to type
-    except ImportError:
+        return import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:
+            raise
         return None
-    module: ModuleType = _compiled
-    return module
 
 
 _CHOICE = os.environ.get("PBP_ENGINE", "")
-_MODULE = choose(_CHOICE, None if _CHOICE == "python" else _compiled())
+_MODULE = choose(_CHOICE, None if _CHOICE == "python" else optional_copy(f"{__package__}._compiled"))
 
 # The checker sees the pure engine's classes, which the compiled ones are, compiled.
 if TYPE_CHECKING:

@@ -8,7 +8,6 @@ holds the choice logic; this module only names the two modules). ``parse`` is th
 from __future__ import annotations
 
 import os
-from types import ModuleType
 
 from .._lalr import choice as _engine_choice
 from . import _transform
@@ -16,23 +15,10 @@ from . import _transform
 __all__ = ["parse", "NAME"]
 
 
-def _compiled() -> ModuleType | None:
-    # An optional build artifact, git-ignored, imported by its fixed name: a `from . import` of a module with no
-    # source reads as an import of this package's __init__ (tests/test_architecture.py), which imports this module.
-    from importlib import import_module
-
-    try:
-        return import_module(f"{__package__}._transform_compiled")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}._transform_compiled":
-            raise  # something the copy imports is missing: not the same as no copy
-        return None
-
-
 _CHOICE = os.environ.get("PBP_ENGINE", "")
 _MODULE = _engine_choice.choose_copy(
     _CHOICE,
-    None if _CHOICE == "python" else _compiled(),
+    None if _CHOICE == "python" else _engine_choice.optional_copy(f"{__package__}._transform_compiled"),
     _transform,
     lambda: _engine_choice.sources_sha256(_transform),
     "compiled copy of the schema callbacks",
