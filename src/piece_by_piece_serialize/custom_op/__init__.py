@@ -73,13 +73,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ..serialize import _caches, deserialize_args, serialize_args, type_as_str_with_info
-from ..type_info import TreeWithCachesInfo, _parse_cached
+from ._calls import Call, describe_call, finish_call, flat_outputs, rebuild_arguments
 from ._error import CustomOpError
-from ._shapes import Rule, evaluate, learn
+from ._shapes import evaluate, learn
 
 if TYPE_CHECKING:
     import torch
@@ -88,105 +86,6 @@ __all__ = ["CustomOpError", "as_custom_op", "replace_with_custom_ops", "restore_
 
 # Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
 _MAX_RECORDED_CALLS = 8
-
-
-@dataclass
-class _Call:
-    """The structure of one kind of call (Note [call keys]) and what the eager calls taught about it."""
-
-    kinds: tuple[str, ...]  # type-info string of each argument: positional ones, then keyword ones
-    n_positional: int
-    keywords: tuple[str, ...]
-    constants: dict[int, Any]  # flat index -> non-tensor item
-    n_flat: int
-    caches: tuple[int, ...]  # which arguments are caches (written back)
-    cache_tensors: frozenset[int]  # which of the call's tensors belong to them
-    out_kinds: tuple[str, ...] | None = None  # the output's type-info string, then each cache's after the call
-    out_constants: dict[int, Any] = field(default_factory=dict)
-    out_n_flat: int = 0
-    out_aliases: tuple[tuple[Any, int], ...] = ()  # where the output holds cache argument i itself (Note [write back])
-    out_dtypes: tuple[Any, ...] = ()
-    out_devices: tuple[Any, ...] = ()
-    shapes: list[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = field(default_factory=list)
-    rules: list[list[Rule]] | None = None
-
-
-
-
-def _scalar_ok(x: Any) -> bool:
-    return x is None or type(x) in (bool, int, float, str)
-
-
-def _split(flat: Sequence[Any], tensors: list[Any], constants: dict[int, Any], offset: int, what: str) -> None:
-    """Sort the flat items of one value into tensors and constants (Note [call keys])."""
-    import torch
-
-    for i, item in enumerate(flat, offset):
-        if isinstance(item, torch.Tensor):
-            tensors.append(item)
-        elif _scalar_ok(item):
-            constants[i] = item
-        elif isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            raise CustomOpError(
-                f"{what} holds a symbolic {type(item).__name__[3:].lower()}; a custom operator would freeze it to one "
-                "value: pass it as a tensor"
-            )
-        else:
-            raise CustomOpError(f"{what} holds a {type(item).__qualname__}, which a custom operator cannot carry")
-
-
-def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
-    """The type-info string of ``value`` and its flat items; a cache is described once for both."""
-    import torch
-
-    if _caches.is_cache(value):
-        info = _caches.describe(value, what)
-        return str(info), _caches.flatten(value, info)
-    flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
-    return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
-
-
-def _flatten_values(values: Sequence[Any], whats: Sequence[str]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int, list[int]]:
-    """Each value's type-info string, then the tensors and constants of all of them (Note [call keys]), the
-    number of flat items, and how many tensors there are after each value."""
-    kinds = []
-    tensors: list[Any] = []
-    constants: dict[int, Any] = {}
-    ends: list[int] = []
-    n_flat = 0
-    for value, what in zip(values, whats):  # noqa: B905 - one description per value; strict= doubles zip's cost per call
-        kind, flat = _kind_and_flat(value, what)
-        kinds.append(kind)
-        _split(flat, tensors, constants, n_flat, what)
-        n_flat += len(flat)
-        ends.append(len(tensors))
-    return tuple(kinds), tensors, constants, n_flat, ends
-
-
-def _describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[_Call, list[Any], str]:
-    """The call's structure, its tensors, and its key (Note [call keys])."""
-    values = [*args, *kwargs.values()]
-    whats = [f"{op}: positional argument {i}" for i in range(len(args))] + [f"{op}: argument {k!r}" for k in kwargs]
-    kinds, tensors, constants, n_flat, ends = _flatten_values(values, whats)
-    caches: list[int] = []
-    cache_tensors: list[int] = []
-    for i, (value, kind) in enumerate(zip(values, kinds)):  # noqa: B905 - a kind per value
-        if _caches.is_cache(value):
-            caches.append(i)
-            cache_tensors.extend(range(ends[i - 1] if i else 0, ends[i]))
-        elif isinstance(_parse_cached(kind), TreeWithCachesInfo):
-            raise CustomOpError(
-                f"{whats[i]} holds a cache inside a container; pass the cache as an argument of its own so that "
-                "its updates can be written back (Note [write back] in piece_by_piece_serialize.custom_op)"
-            )
-    call = _Call(kinds, len(args), tuple(kwargs), constants, n_flat, tuple(caches), frozenset(cache_tensors))
-    key = repr((call.kinds, call.keywords, tuple(sorted(constants.items()))))
-    return call, tensors, key
-
-
-def _merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> list[Any]:
-    it = iter(tensors)
-    return [constants[i] if i in constants else next(it) for i in range(n_flat)]
 
 
 class _Op:
@@ -213,7 +112,7 @@ class _Op:
             raise ValueError(f"as_custom_op: an operator {qualname!r} already exists; choose another name")
         self.qualname = qualname
         self.fake_fn = fake
-        self.calls: dict[str, _Call] = {}
+        self.calls: dict[str, Call] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
         # the ignores: torch.library.Library's methods carry no annotations
@@ -228,24 +127,18 @@ class _Op:
 
     # ---- the kernels -----------------------------------------------------------------------------
 
-    def _call_module(self, fn: Callable[..., Any], call: _Call, tensors: Sequence[Any]) -> tuple[Any, list[Any]]:
+    def _call_module(self, fn: Callable[..., Any], call: Call, tensors: Sequence[Any]) -> tuple[Any, list[Any]]:
         """Rebuild the arguments, run ``fn``; the output and the caches as they are after the call."""
-        values = deserialize_args(_merge(tensors, call.constants, call.n_flat), list(call.kinds))
-        args = values[: call.n_positional]
-        kwargs = dict(zip(call.keywords, values[call.n_positional :]))  # noqa: B905 - one value per keyword; strict= doubles zip's cost per call
+        args, kwargs = rebuild_arguments(call, tensors)
         output = fn(*args, **kwargs)
-        return output, [values[i] for i in call.caches]
-
-    def _flat_outputs(self, output: Any, caches: list[Any]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int]:
-        whats = [f"{self.qualname}: the output"] + [f"{self.qualname}: cache argument {i} after the call" for i in range(len(caches))]
-        kinds, tensors, constants, n_flat, _ = _flatten_values((output, *caches), whats)
-        return kinds, tensors, constants, n_flat
+        given = [*args, *kwargs.values()]
+        return output, [given[i] for i in call.caches]
 
     def _real(self, tensors: list[Any], key: str) -> list[Any]:
         call = self._lookup(key)
         versions = [t._version for t in tensors]
         output, caches = self._call_module(self.run, call, tensors)
-        kinds, out, constants, n_flat = self._flat_outputs(output, caches)
+        kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
         changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]  # noqa: B905 - a version per tensor
         if changed:
             raise CustomOpError(
@@ -254,8 +147,7 @@ class _Op:
             )
         dtypes = tuple(t.dtype for t in out)
         if call.out_kinds is None:
-            call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
-            call.out_aliases = _aliases(output, caches)
+            call.learn_outputs(kinds, constants, n_flat, output, caches)
         if not call.shapes:  # the first eager call (a fake= kernel may have seen the structure before)
             call.out_dtypes, call.out_devices = dtypes, tuple(t.device for t in out)
         if (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
@@ -277,10 +169,9 @@ class _Op:
         call = self._lookup(key)
         if self.fake_fn is not None:
             output, caches = self._call_module(self.fake_fn, call, tensors)
-            kinds, out, constants, n_flat = self._flat_outputs(output, caches)
+            kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
             if call.out_kinds is None:
-                call.out_kinds, call.out_constants, call.out_n_flat = kinds, constants, n_flat
-                call.out_aliases = _aliases(output, caches)
+                call.learn_outputs(kinds, constants, n_flat, output, caches)
             elif (kinds, constants) != (call.out_kinds, call.out_constants):
                 raise CustomOpError(f"{self.qualname}: fake= returned {kinds} where the module returns {call.out_kinds}")
             # a fake kernel may not return its inputs (unchanged cache tensors, for one)
@@ -301,7 +192,7 @@ class _Op:
             for k, (rules, dtype, device) in enumerate(zip(call.rules, call.out_dtypes, call.out_devices, strict=False))
         ]
 
-    def _lookup(self, key: str) -> _Call:
+    def _lookup(self, key: str) -> Call:
         call = self.calls.get(key)
         if call is None:
             raise CustomOpError(f"{self.qualname}: called with an unknown call key {key!r}; call it through its module")
@@ -337,54 +228,15 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     # between positional and keyword arguments: decorated forwards (transformers' output capturing) read
     # some arguments from **kwargs, and a keyword turned positional would reach them twice.
     op.signature.bind(*args, **kwargs)
-    call, tensors, key = _describe_call(op.qualname, args, kwargs)
+    call, tensors, key = describe_call(op.qualname, args, kwargs)
     known = op.calls.setdefault(key, call)
     out = op.op(tensors, key)
-    if known.out_kinds is None:  # pragma: no cover - both kernels fill it or raise
-        raise CustomOpError(f"{op.qualname}: the operator returned without an output structure")
     kept = op.results.pop() if op.results else None
+    values = None
     if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):  # noqa: B905 - lengths compared first
         # Note [eager results]: the very objects the kernel made from these tensors
         values = kept[1]
-    else:
-        values = deserialize_args(_merge(out, known.out_constants, known.out_n_flat), list(known.out_kinds))
-    given = [*args, *kwargs.values()]
-    for i, new in zip(known.caches, values[1:]):  # noqa: B905 - a new state per cache; strict= doubles zip's cost per call
-        _caches.write_back(given[i], new)
-    output = values[0]
-    for where, i in known.out_aliases:
-        output = _put(output, where, given[known.caches[i]])
-    return output
-
-
-def _aliases(output: Any, caches: Sequence[Any]) -> tuple[tuple[Any, int], ...]:
-    """Where ``output`` is, or directly holds, one of the cache arguments (a layer returning the cache it was
-    given, a ModelOutput's ``cache``): ``(None, i)`` or ``((key or index), i)``, one level deep."""
-    found: list[tuple[Any, int]] = []
-    for i, cache in enumerate(caches):
-        if output is cache:
-            found.append((None, i))
-        elif isinstance(output, dict):  # ModelOutput is an OrderedDict
-            found.extend(((k,), i) for k, v in output.items() if v is cache)
-        elif isinstance(output, (list, tuple)):
-            found.extend(((j,), i) for j, v in enumerate(output) if v is cache)
-    return tuple(found)
-
-
-def _put(output: Any, where: Any, cache: Any) -> Any:
-    """``output`` with the caller's own cache object at ``where`` (the rebuilt one holds the same state)."""
-    if where is None:
-        return cache
-    (k,) = where
-    if isinstance(output, dict):
-        output[k] = cache  # a ModelOutput sets the attribute too
-        return output
-    if isinstance(output, list):
-        output[k] = cache
-        return output
-    items = list(output)
-    items[k] = cache
-    return output._make(items) if hasattr(output, "_make") else type(output)(items)
+    return finish_call(known, out, [*args, *kwargs.values()], values)
 
 
 _Op.forward = _forward  # type: ignore[attr-defined]
