@@ -130,8 +130,8 @@ def test_no_import_cycles() -> None:
 
 
 # The layers, bottom up: what each top-level part of the package may import besides itself. The engine knows no
-# language; the languages know the engine and the errors; the serializer knows the languages; the CLI, on top,
-# may use everything. Each package's docstring says the same in words.
+# language; the languages know the engine and the errors; the serializer knows the languages; the custom operators
+# know the serializer; the export knows the operators; the CLI, on top, may use everything. Each package's docstring says the same in words.
 ALLOWED = {
     "errors": {"_diagnostics"},
     "_diagnostics": set(),
@@ -142,7 +142,8 @@ ALLOWED = {
     "serialize": {"errors", "schema", "treespec_name", "type_info"},
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
-    "cli": {"_lalr", "errors", "_diagnostics", "schema", "treespec_name", "type_info", "serialize", "custom_op", ""},
+    "export": {"errors", "schema", "serialize", "treespec_name", "type_info", "custom_op"},
+    "cli": {"_lalr", "errors", "_diagnostics", "schema", "treespec_name", "type_info", "serialize", "custom_op", "export", ""},
     "__main__": {"cli"},
     "": {"errors"},  # the package itself: everything else is loaded lazily, on first attribute access
 }

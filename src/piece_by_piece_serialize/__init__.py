@@ -43,6 +43,10 @@ _LAZY = {
     "replace_with_custom_ops": "custom_op",
     "restore_modules": "custom_op",
     "CustomOpError": "custom_op",
+    "export_piece_by_piece": "export",
+    "dynamic_shapes_from_examples": "export",
+    "PieceByPieceExport": "export",
+    "PieceByPieceExportError": "export",
 }
 
 __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", *_LAZY]
@@ -58,6 +62,10 @@ if TYPE_CHECKING:
     from .custom_op import as_custom_op as as_custom_op
     from .custom_op import replace_with_custom_ops as replace_with_custom_ops
     from .custom_op import restore_modules as restore_modules
+    from .export import PieceByPieceExport as PieceByPieceExport
+    from .export import PieceByPieceExportError as PieceByPieceExportError
+    from .export import dynamic_shapes_from_examples as dynamic_shapes_from_examples
+    from .export import export_piece_by_piece as export_piece_by_piece
     from .schema import FunctionSchema as FunctionSchema
     from .schema import extract_names_from_schema as extract_names_from_schema
     from .schema import parse_schema as parse_schema

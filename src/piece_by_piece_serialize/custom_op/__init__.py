@@ -96,7 +96,7 @@ class _Op:
     run: Callable[..., Any]
     signature: inspect.Signature
 
-    def __init__(self, qualname: str, fake: Callable[..., Any] | None) -> None:
+    def __init__(self, qualname: str, fake: Callable[..., Any] | None, caller: str = "as_custom_op") -> None:
         import torch
 
         from ..errors import SchemaError
@@ -105,11 +105,11 @@ class _Op:
         try:
             name = parse_operator_name(qualname)
         except SchemaError as exc:
-            raise ValueError(f"as_custom_op: {qualname!r} is not an operator name 'namespace::name': {exc}") from None
+            raise ValueError(f"{caller}: {qualname!r} is not an operator name 'namespace::name': {exc}") from None
         if not name.namespace or name.overload:
-            raise ValueError(f"as_custom_op: {qualname!r} must be 'namespace::name' (a namespace, no overload)")
+            raise ValueError(f"{caller}: {qualname!r} must be 'namespace::name' (a namespace, no overload)")
         if torch._C._jit_get_schemas_for_operator(qualname):  # any overload
-            raise ValueError(f"as_custom_op: an operator {qualname!r} already exists; choose another name")
+            raise ValueError(f"{caller}: an operator {qualname!r} already exists; choose another name")
         self.qualname = qualname
         self.fake_fn = fake
         self.calls: dict[str, Call] = {}
@@ -242,6 +242,19 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 _Op.forward = _forward  # type: ignore[attr-defined]
 
 
+def shallow_copy(module: torch.nn.Module, cls: type | None = None) -> Any:
+    """A new module of class ``cls`` (``module``'s by default) sharing ``module``'s parameters, buffers, submodules
+    and attributes, with dicts of its own for them and for its hooks: replacing a submodule of the copy, or
+    adding a hook to it, leaves ``module`` as it was."""
+    kind: Any = cls or type(module)
+    new = kind.__new__(kind)
+    new.__dict__.update(module.__dict__)
+    for name in _OWN_DICTS:
+        if name in new.__dict__:
+            new.__dict__[name] = type(new.__dict__[name])(new.__dict__[name])
+    return new
+
+
 def is_custom_op_module(module: Any) -> bool:
     """True if ``module`` is a wrapper made by :func:`as_custom_op`."""
     return "_pbp_op" in getattr(module, "__dict__", {})
@@ -265,20 +278,20 @@ def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., 
     Raises ``ValueError`` for a bad or taken operator name and :class:`CustomOpError` (a ``TypeError``)
     for a call or an output that cannot be carried or whose shapes cannot be derived.
     """
+    return wrap(module, qualname, fake, "as_custom_op")
+
+
+def wrap(module: torch.nn.Module, qualname: str, fake: Callable[..., Any] | None, caller: str) -> torch.nn.Module:
+    """:func:`as_custom_op`, with its errors named after ``caller``, the public function the user called."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"as_custom_op: expected a torch.nn.Module, got {type(module).__qualname__}")
+        raise TypeError(f"{caller}: expected a torch.nn.Module, got {type(module).__qualname__}")
     if is_custom_op_module(module):
         # nn.Module.__getattr__ is typed Tensor | Module; _pbp_op is the wrapper's _Op
-        raise ValueError(f"as_custom_op: the module is already behind operator {module._pbp_op.qualname!r}")  # type: ignore[union-attr]
-    op = _Op(qualname, fake)
-    cls = _wrapper_class(type(module))
-    wrapper = cls.__new__(cls)
-    wrapper.__dict__.update(module.__dict__)
-    for name in _OWN_DICTS:
-        if name in wrapper.__dict__:
-            wrapper.__dict__[name] = type(wrapper.__dict__[name])(wrapper.__dict__[name])
+        raise ValueError(f"{caller}: the module is already behind operator {module._pbp_op.qualname!r}")  # type: ignore[union-attr]
+    op = _Op(qualname, fake, caller)
+    wrapper: torch.nn.Module = shallow_copy(module, _wrapper_class(type(module)))
     wrapper.__dict__["_pbp_op"] = op
     wrapper.__dict__["_pbp_original"] = module
     op.run = type(module).forward.__get__(wrapper)
@@ -286,45 +299,89 @@ def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., 
     return wrapper
 
 
-def _op_name(path: str) -> str:
+def op_name(path: str) -> str:
+    """The operator name of the submodule at a dotted path: ``.`` spelled ``__``, an ``m`` before a digit."""
     from ..treespec_name._ast import encode_body
 
     body = encode_body(path)
     return body if body[:1].isalpha() else f"m{body}"
 
 
-def replace_with_custom_ops(
-    model: torch.nn.Module, classes: type | tuple[type, ...], namespace: str
-) -> list[str]:
-    """Replace, in place, every submodule of ``model`` that is an instance of ``classes`` by its
-    :func:`as_custom_op` wrapper; return their dotted paths.
+def submodules_of(model: torch.nn.Module, classes: Any, caller: str) -> list[tuple[str, Any]]:
+    """The outermost submodules of ``model`` that are instances of ``classes`` and not already behind an operator,
+    with their dotted paths; a submodule inside a chosen one is left out (none when all are behind operators).
 
-    The operator of the submodule at ``path`` is ``namespace::<path>`` with ``.`` spelled ``__``
-    (``model.layers.0`` -> ``mypbp::model__layers__0``). A submodule inside one that is replaced is left
-    alone. :func:`restore_modules` undoes it.
+    ``classes`` is a class, a class name (``"LlamaDecoderLayer"``, or a qualified name) or a tuple of them; a
+    name must name exactly one class among the model's modules. Raises ``TypeError`` for anything else and
+    ``ValueError``, named after ``caller``, for a name that names no class or several, for classes matching no
+    submodule (the message lists the classes the model has) and for the model itself being one.
     """
-    import torch
-
-    if not isinstance(classes, tuple):
-        classes = (classes,)
-    if isinstance(model, classes):
-        raise ValueError("replace_with_custom_ops: the model itself is an instance of classes; use as_custom_op")
+    present: dict[type, int] = {}
+    for sub in model.modules():
+        present[type(sub)] = present.get(type(sub), 0) + 1
+    wanted = tuple(_resolve_class(c, present, caller) for c in (classes if isinstance(classes, tuple) else (classes,)))
+    if isinstance(model, wanted):
+        raise ValueError(f"{caller}: the model itself is an instance of {_names(wanted)}; use as_custom_op")
     chosen: list[tuple[str, Any]] = []
+    matched = False
     for path, sub in model.named_modules(remove_duplicate=False):
+        matched = matched or (bool(path) and isinstance(sub, wanted))
         if (
             path
-            and isinstance(sub, classes)
+            and isinstance(sub, wanted)
             and not is_custom_op_module(sub)
             and not any(path.startswith(p + ".") for p, _ in chosen)  # a dotted path, not the schema language
         ):
             chosen.append((path, sub))
-    names = [_op_name(p) for p, _ in chosen]
+    if not matched:
+        listed = ", ".join(f"{cls.__name__} (x{n})" for cls, n in present.items() if cls is not type(model))
+        raise ValueError(f"{caller}: no submodule of the model is an instance of {_names(wanted)}; the model's submodules are {listed}")
+    return chosen
+
+
+def _names(classes: tuple[type, ...]) -> str:
+    return " or ".join(c.__qualname__ for c in classes)
+
+
+def _resolve_class(given: Any, present: dict[type, int], caller: str) -> type:
+    if isinstance(given, type):
+        return given
+    if not isinstance(given, str):
+        raise TypeError(f"{caller}: classes must be classes or class names, not {type(given).__qualname__}")
+    # a class name is looked up among the model's own classes, never imported
+    found = [c for c in present if given in (c.__name__, c.__qualname__, f"{c.__module__}.{c.__qualname__}")]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        listed = ", ".join(sorted({c.__name__ for c in present}))
+        raise ValueError(f"{caller}: no module class of the model is named {given!r}; its classes are {listed}")
+    listed = ", ".join(f"{c.__module__}.{c.__qualname__}" for c in found)
+    raise ValueError(f"{caller}: {given!r} names {len(found)} classes of the model ({listed}); give the class itself or its qualified name")
+
+
+def replace_with_custom_ops(
+    model: torch.nn.Module, classes: type | str | tuple[type | str, ...], namespace: str
+) -> list[str]:
+    """Replace, in place, every submodule of ``model`` that is an instance of ``classes`` by its
+    :func:`as_custom_op` wrapper; return their dotted paths.
+
+    ``classes`` is a class, a class name or a tuple of them (a name must name exactly one class among the
+    model's modules). The operator of the submodule at ``path`` is ``namespace::<path>`` with ``.`` spelled
+    ``__`` (``model.layers.0`` -> ``mypbp::model__layers__0``). A submodule inside one that is replaced is
+    left alone. :func:`restore_modules` undoes it.
+
+    Raises ``ValueError`` when ``classes`` matches no submodule (the message lists the module classes the model
+    has), when a name names no class or several, or for a bad or taken operator name; ``TypeError`` for
+    ``classes`` that are neither classes nor names.
+    """
+    chosen = submodules_of(model, classes, "replace_with_custom_ops")
+    names = [op_name(p) for p, _ in chosen]
     wrappers: dict[int, Any] = {}
     done: list[str] = []
     try:
         for (path, sub), name in zip(chosen, names, strict=False):
             if id(sub) not in wrappers:
-                wrappers[id(sub)] = as_custom_op(sub, f"{namespace}::{name}")
+                wrappers[id(sub)] = wrap(sub, f"{namespace}::{name}", None, "replace_with_custom_ops")
             model.set_submodule(path, wrappers[id(sub)])
             done.append(path)
     except BaseException:
@@ -333,7 +390,6 @@ def replace_with_custom_ops(
         for w in wrappers.values():
             w._pbp_op.close()
         raise
-    del torch
     return done
 
 

@@ -1,0 +1,146 @@
+"""Export a model piece by piece in one call: only what fails goes behind operators, with a report.
+
+:func:`export_piece_by_piece` tries ``torch.export`` on the whole model; where it fails, the smallest
+submodule to blame goes behind a custom operator of its own (Note [blame], Note [the cut]) and the export is
+tried again, until it succeeds. With ``classes=``, every submodule of those classes goes behind its operator
+at once and the rest is exported. One example call is enough: the operators learn their output shapes from
+eager calls made inside, on the path tracing takes (Note [the tracing path]), on the example and on a second
+one made from it (Note [a second example]). Each piece is checked against its own module, the program
+against the model, and the report (:class:`ExportReport`) says what went where and why.
+
+Invariants: the user's model is never changed, not even during the call (each attempt exports a copy); the
+operators belong to the result and are freed with it; every export of a process has its own operator
+namespace; everything the search cannot get around raises :class:`PieceByPieceExportError` with the report
+so far.
+
+Imports: :mod:`..custom_op`, :mod:`..serialize` and the languages below them; torch at import.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from ..serialize import make_copy
+from ._blame import FAILURE_KINDS, Failure
+from ._errors import PieceByPieceExportError
+from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
+from ._job import Job
+from ._report import Attempt, ExportReport, Piece, PieceStatus
+from ._result import PieceByPieceExport
+
+__all__ = [
+    "export_piece_by_piece",
+    "dynamic_shapes_from_examples",
+    "PieceByPieceExport",
+    "Piece",
+    "PieceStatus",
+    "ExportReport",
+    "Attempt",
+    "Failure",
+    "FAILURE_KINDS",
+    "PieceByPieceExportError",
+]
+
+
+def export_piece_by_piece(
+    model: torch.nn.Module,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+    classes: Any = None,
+) -> PieceByPieceExport:
+    """Export ``model`` with ``torch.export``, putting behind custom operators only what does not export.
+
+    ``args`` and ``kwargs`` are one example call of ``model``: tensors, containers of them, scalars, and any
+    transformers cache the library supports. ``dynamic_shapes`` is torch.export's, for the model's arguments,
+    with one extension: a cache argument takes one spec for all its tensors (``{0: batch, 2: past}``) or a
+    list of one spec per tensor (Note [dynamic shapes of a cache]). It may also be a
+    ``torch.export.AdditionalInputs`` holding more example calls, whose differing dimensions become dynamic
+    (:func:`dynamic_shapes_from_examples` gives the same as a dict to read or edit).
+
+    ``classes=None`` (the default) finds the cut: the whole model is tried first, and a model that exports
+    whole gets no piece. ``classes`` (a class, a class name, or a tuple of them) puts every submodule of
+    those classes behind its operator and exports the rest; each such piece is also exported alone, and its
+    program is kept in :attr:`Piece.program`.
+
+    Returns a :class:`PieceByPieceExport`. Raises :class:`PieceByPieceExportError` (a ``ValueError``) when the
+    export fails where no operator can help (the model's own code, outside its submodules), when ``classes``
+    leave a part that does not export, and for ``dynamic_shapes`` that do not fit the example; ``TypeError``
+    when the example does not match the model's ``forward``. The model is left as it was.
+
+    Example::
+
+        result = export_piece_by_piece(model, (input_ids,), {"attention_mask": mask},
+                                       dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}})
+        print(result.report)
+        logits = result.module()(other_ids, attention_mask=other_mask)
+    """
+    start = time.perf_counter()
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"export_piece_by_piece: expected a torch.nn.Module, got {type(model).__qualname__}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
+    examples, specs, notes, references = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
+    job = Job(model, examples, specs, notes)
+    try:
+        if classes is None:
+            job.set_cut([])
+            program = job.search()
+        else:
+            program = job.export_with_classes(classes)
+        checks = job.check_pieces()
+        own = job.own_programs() if classes is not None else {}
+        whole = job.check_program(program, references)
+    except BaseException:
+        job.close()
+        raise
+    report = job.report(whole, "automatic" if classes is None else "classes", checks, own, time.perf_counter() - start)
+    return PieceByPieceExport(program, dict(report.pieces), report, job.flat.call, examples[0].key, job.close)
+
+
+def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[
+    list[Example], list[DimSpec | None], list[str], list[list[Any]]
+]:  # fmt: skip
+    """The examples (the user's, and more given or made), the flat specs, notes for the report, and each
+    example's eager output as flat tensors."""
+    first = describe(args, kwargs)
+    notes: list[str] = []
+    if isinstance(dynamic_shapes, torch.export.AdditionalInputs):
+        others = [describe(tuple(a), dict(k or {})) for a, k in dynamic_shapes._examples]
+        examples = [first, *others]
+        specs = varying_dims(examples)
+        notes.append(f"dynamic dimensions from {len(examples)} examples (torch.export.AdditionalInputs)")
+        references = [_eager(model, e) for e in examples]
+        return examples, specs, notes, references
+    specs = flat_specs(model.forward, first, dynamic_shapes)
+    examples = [first]
+    references = [_eager(model, first)]
+    made = stretched(first, specs)
+    if made is not None:
+        second_args, second_kwargs, sizes = made
+        changed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in sizes.items())
+        second = describe(second_args, second_kwargs)
+        try:
+            references.append(_eager(model, second))
+            examples.append(second)
+            notes.append(f"a second example was made from the first ({changed})")
+        except Exception as exc:  # the model refuses the stretched sizes: go on with one example, and say so
+            notes.append(f"no second example: the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
+    return examples, specs, notes, references
+
+
+def _eager(model: torch.nn.Module, example: Example) -> list[Any]:
+    """The model's own output on a copy of ``example``, as flat tensors: the output, then the caches after."""
+    from ..custom_op._calls import flat_outputs, rebuild_arguments
+
+    args, kwargs = rebuild_arguments(example.call, make_copy(list(example.tensors)))
+    with torch.no_grad():
+        output = model(*args, **kwargs)
+    given = [*args, *kwargs.values()]
+    caches = [given[i] for i in example.call.caches]
+    return flat_outputs("the model", output, caches)[1]
+

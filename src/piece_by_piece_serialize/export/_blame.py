@@ -1,0 +1,279 @@
+"""Where an export attempt failed: the smallest module whose code raised, or whose guards broke the dynamic shapes.
+
+Note [blame]
+~~~~~~~~~~~~
+An export fails in one of two ways. Most failures (a data-dependent guard, an operator or type fake tensors do
+not support) are raised while the model runs under tracing: the innermost module whose ``forward`` (or a
+method, or a plain function it called) was on the stack at that moment is to blame, read off the traceback.
+A dynamic dimension whose declared range the code does not support is reported only after tracing, as a
+constraint violation, by torch's check of every guard the trace added. :class:`Watch` records, while the
+model is traced, how many guards the shape environment held when each module was entered and left; after the
+failure every guard is evaluated over the declared range of its dimensions (the range's ends, the example's
+sizes and their neighbours, and powers of two and their neighbours up to the end: a guard that holds on all of
+them is taken as true), and each guard that fails is blamed on the innermost module open when it was added.
+Dimensions given the same ``Dim`` are one dimension; a derived ``Dim`` is its expression of the root.
+
+Blame is a hint, not a proof: the export is tried again with the blamed modules behind operators, and only
+that try says whether the cut was enough.
+
+Imports: :mod:`._record` (module paths); torch (and its sympy helpers) on use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._record import module_paths
+
+DATA_DEPENDENT = "data-dependent guard"
+CONSTRAINT = "dynamic dimension constraint violated"
+UNSUPPORTED = "unsupported operator or type"
+OTHER = "other"
+FAILURE_KINDS = (DATA_DEPENDENT, CONSTRAINT, UNSUPPORTED, OTHER)
+
+# Sample points per dimension when checking a guard over a declared range (Note [blame]); the end of an unbounded
+# range is taken as this.
+_FAR = 8192
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an export attempt failed: the kind (one of :data:`FAILURE_KINDS`) and the first line of torch's message."""
+
+    kind: str
+    message: str
+    detail: str = ""  # for a constraint violation, the guard added in the module and where it is false
+
+    @classmethod
+    def of(cls, exc: BaseException, detail: str = "") -> Failure:
+        return cls(classify(exc), first_line(exc), detail)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def classify(exc: BaseException) -> str:
+    """The kind of an export failure, from the exception and its causes."""
+    from torch._dynamo.exc import Unsupported, UserError, UserErrorType
+    from torch._subclasses import fake_tensor as ft
+    from torch.fx.experimental import symbolic_shapes as ss
+
+    for e in _chain(exc):
+        if isinstance(e, (ss.GuardOnDataDependentSymNode, ss.PendingUnbackedSymbolNotFound, ft.DataDependentOutputException)):
+            return DATA_DEPENDENT
+        if isinstance(e, ss.ConstraintViolationError) or (isinstance(e, UserError) and e.error_type == UserErrorType.CONSTRAINT_VIOLATION):
+            return CONSTRAINT
+        if isinstance(e, UserError) and e.error_type == UserErrorType.DYNAMIC_CONTROL_FLOW:
+            return DATA_DEPENDENT
+        unsupported = (ft.UnsupportedOperatorException, ft.DynamicOutputShapeException, ft.UnsupportedFakeTensorException, Unsupported, NotImplementedError)
+        if isinstance(e, unsupported):
+            return UNSUPPORTED
+    text = " ".join(str(e) for e in _chain(exc))
+    # torch words some refusals of fake tensors only in their message (a tensor's data read, numpy())
+    if "data pointer" in text or "FakeTensor" in text or "fake tensor" in text.lower():
+        return UNSUPPORTED
+    return OTHER
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first non-empty line of the message`` of the innermost cause that has one."""
+    for e in reversed(_chain(exc)):
+        for line in str(e).splitlines():
+            if line.strip():
+                return f"{type(e).__name__}: {line.strip()}"
+    return type(exc).__name__
+
+
+class Watch:
+    """What one export attempt traced (Note [blame]): the module stack and each module's window of guards.
+
+    ``enter`` is given to the exported :class:`FlatCall` (its ``on_enter``): it is called with the traced flat
+    tensors and finds the shape environment, the declared dimensions and their ranges.
+    """
+
+    def __init__(self, model: Any, specs: Sequence[dict[int, Any] | None]) -> None:
+        self.paths = module_paths(model)
+        self.specs = specs
+        self.events: list[tuple[int, int, str]] = []  # (guards so far, +1 enter | -1 leave, module path)
+        self.env: Any = None
+        self.ranges: dict[Any, Any] = {}  # declared symbol -> its range when tracing began
+        self.canon: dict[Any, Any] = {}  # symbol -> its dimension's expression of one root symbol
+        self.names: dict[Any, Any] = {}  # root symbol -> a symbol named after its Dim, for messages
+        self.details: dict[str, str] = {}  # blamed module -> its first failing guard and where it fails
+        self.completed = False  # the model's forward returned: the failure came after tracing
+
+    def enter(self, tensors: tuple[Any, ...]) -> None:
+        import torch
+        from torch._guards import detect_fake_mode
+
+        mode = detect_fake_mode(list(tensors))
+        if mode is None or mode.shape_env is None:
+            return
+        self.env = mode.shape_env
+        roots: dict[str, Any] = {}
+        for i, (t, dims) in enumerate(zip(tensors, self.specs, strict=True)):
+            for d, spec in (dims or {}).items():
+                size = t.shape[d]
+                if not isinstance(size, torch.SymInt):
+                    continue
+                expr = size.node.expr
+                if not expr.is_Symbol:
+                    continue
+                name, fn = _group(spec, i, d)
+                if fn is None:
+                    self.canon.setdefault(expr, roots.setdefault(name, expr))
+                elif name in roots:
+                    self.canon.setdefault(expr, fn(roots[name]))
+        import sympy
+
+        for name, root in roots.items():
+            self.ranges[root] = self.env.var_to_range[root]
+            self.names[root] = sympy.Symbol(name, integer=True)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        import torch
+
+        def pre(module: Any, inputs: Any) -> None:
+            path = self.paths.get(id(module))
+            if path is not None and self.env is not None:
+                self.events.append((len(self.env.guards), 1, path))
+
+        def post(module: Any, inputs: Any, output: Any) -> None:
+            path = self.paths.get(id(module))
+            if path is not None and self.env is not None:
+                self.events.append((len(self.env.guards), -1, path))
+                self.completed = self.completed or path == ""
+
+        handles = [
+            torch.nn.modules.module.register_module_forward_pre_hook(pre),
+            torch.nn.modules.module.register_module_forward_hook(post),
+        ]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    # ---- after the failure --------------------------------------------------------------------------
+
+    def blame(self, exc: BaseException) -> list[str]:
+        """The paths of the modules to blame for ``exc`` (Note [blame]); empty when none can be."""
+        if not self.completed:
+            path = _innermost_frame_module(exc, self.paths)
+            if path is None:
+                path = self._open_modules(len(self.env.guards) if self.env is not None else 0)
+            return [] if path is None else [path]
+        if classify(exc) != CONSTRAINT or self.env is None:
+            return []
+        blamed: set[str] = set()
+        for index, (expr, point) in self._violating():
+            path = self._open_modules(index)
+            if path is not None and path not in blamed:
+                blamed.add(path)
+                where = ", ".join(f"{self.names[s]}={v}" for s, v in sorted(point.items(), key=str) if s in expr.free_symbols)
+                self.details[path] = f"guard {expr.xreplace(self.names)} is false at {where}"
+        return sorted(blamed)
+
+    def _open_modules(self, index: int) -> str | None:
+        """The innermost module open when guard ``index`` was added (or, at the end, still open)."""
+        stack: list[str] = []
+        for count, step, path in self.events:
+            if count > index:
+                break
+            if step > 0:
+                stack.append(path)
+            elif stack and stack[-1] == path:
+                stack.pop()
+        return stack[-1] if stack else None
+
+    def _violating(self) -> Iterator[tuple[int, tuple[Any, dict[Any, int]]]]:
+        """The guards that fail somewhere in the declared ranges (Note [blame]): their index, their expression
+        of the root symbols and a point where they are false."""
+        verdicts: dict[Any, dict[Any, int] | None] = {}
+        for i, guard in enumerate(self.env.guards):
+            expr = guard.expr.xreplace(self.canon)
+            if expr not in verdicts:
+                verdicts[expr] = self._fails(expr)
+            point = verdicts[expr]
+            if point is not None:
+                yield i, (expr, point)
+
+    def _fails(self, expr: Any) -> dict[Any, int] | None:
+        from torch.utils._sympy.interp import sympy_interp
+        from torch.utils._sympy.reference import PythonReferenceAnalysis
+
+        symbols = expr.free_symbols
+        if not symbols or not symbols <= self.ranges.keys():
+            return None
+        hints = getattr(self.env, "backed_var_to_val", None) or self.env.var_to_val
+        base = {s: int(hints[s]) for s in symbols}
+        for point in _points(symbols, self.ranges, base):
+            try:
+                if not sympy_interp(PythonReferenceAnalysis, point, expr):
+                    return point
+            except (ArithmeticError, TypeError, ValueError):
+                continue
+        return None
+
+
+def _group(spec: Any, i: int, d: int) -> tuple[str, Any]:
+    """The dimension a spec names (a named Dim by its name; each hint by itself) and, for a derived Dim, its
+    function of the root."""
+    from torch.export.dynamic_shapes import _DerivedDim, _DimHint
+
+    if isinstance(spec, _DimHint):
+        return f"#{i}.{d}", None
+    if isinstance(spec, _DerivedDim):
+        return str(spec.root.__name__), spec.fn
+    return str(spec.__name__), None
+
+
+def _values(low: int, high: int, hint: int) -> list[int]:
+    top = min(high, max(_FAR, hint * 4))
+    near = [low, low + 1, low + 2, low + 3, hint - 1, hint, hint + 1, 2 * hint, (low + top) // 2, top - 1, top]
+    near += [v for k in range(2, 14) for v in (2**k - 1, 2**k, 2**k + 1)]
+    return sorted({v for v in near if low <= v <= top})
+
+
+def _points(symbols: Any, ranges: dict[Any, Any], base: dict[Any, int]) -> Iterator[dict[Any, int]]:
+    """Points of the declared ranges at which a guard is checked: each dimension through its values with the
+    others at the example's sizes, then all at their lower and all at their upper ends."""
+    bounds = {}
+    for s in symbols:
+        r = ranges[s]
+        low = int(r.lower) if r.lower.is_finite else 0
+        high = int(r.upper) if r.upper.is_finite else _FAR
+        bounds[s] = (low, high)
+    for s in symbols:
+        for v in _values(*bounds[s], base[s]):
+            yield {**base, s: v}
+    yield {s: bounds[s][0] for s in symbols}
+    yield {s: min(bounds[s][1], _FAR) for s in symbols}
+
+
+def _innermost_frame_module(exc: BaseException, paths: dict[int, str]) -> str | None:
+    """The module of the innermost traceback frame whose ``self`` is a module of the model, over the exception
+    and its causes (torch re-raises a tracing failure from inside its own frames)."""
+    found: str | None = None
+    for e in _chain(exc):
+        tb: types.TracebackType | None = e.__traceback__
+        last = None
+        while tb is not None:
+            owner = tb.tb_frame.f_locals.get("self")
+            if owner is not None and id(owner) in paths:
+                last = paths[id(owner)]
+            tb = tb.tb_next
+        if last is not None:
+            found = last
+    return found

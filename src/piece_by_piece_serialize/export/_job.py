@@ -1,0 +1,340 @@
+"""The steps of :func:`export_piece_by_piece`: the cut, the operators' calibration, the attempts, the checks.
+
+Note [the cut]
+~~~~~~~~~~~~~~
+The model itself is never changed. Each attempt exports a copy made for it: the modules on the path from
+the model to each piece are shallow copies (same parameters, buffers and other submodules, their own
+dicts), and each piece is replaced in its parent's copy by its :func:`..custom_op.as_custom_op` wrapper,
+whose operator runs the user's own module. Before each attempt the copy is called on every example on the
+tracing path (Note [the tracing path]): the operators learn their output shapes (Note [learned shapes]), and
+the pieces' calls are recorded for the checks. Without ``classes``, the first attempt has no piece; each
+failed attempt puts the modules blamed for it (Note [blame]) behind operators, replacing any piece inside
+them, and the next attempt says whether that was enough. An attempt whose failure cannot be blamed on a
+module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
+
+Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
+package below it; torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
+from ..custom_op._calls import flat_outputs
+from ..serialize import make_copy
+from ._blame import Failure, Watch
+from ._errors import PieceByPieceExportError
+from ._examples import DimSpec, Example, describe, varying_dims
+from ._flat import FlatCall
+from ._record import Recorded, Recording, module_paths, run_recording, tracing_path
+from ._report import Attempt, ExportReport, Piece, PieceStatus
+
+_NAMESPACES = itertools.count()
+# Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
+_CHECKED_CALLS = 2
+
+
+def fresh_namespace() -> str:
+    """An operator namespace no operator uses yet, so that every export of the process has its own."""
+    while True:
+        namespace = f"pbpx{next(_NAMESPACES)}"
+        if not any(name.startswith(f"{namespace}::") for name in torch._C._dispatch_get_all_op_names()):
+            return namespace
+
+
+def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> float:
+    """The largest absolute difference between two flat lists of tensors of the same shapes and dtypes."""
+    if len(expected) != len(got):
+        raise PieceByPieceExportError(f"{what}: {len(got)} output tensors where eager gives {len(expected)}")
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(expected, got, strict=True)):
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            raise PieceByPieceExportError(
+                f"{what}: output tensor {i} is {b.dtype} {tuple(b.shape)} where eager gives {a.dtype} {tuple(a.shape)}"
+            )
+        if a.numel():
+            diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() or a.is_complex() else float((a != b).any())
+            worst = max(worst, math.inf if math.isnan(diff) else diff)
+    return worst
+
+
+def _flat_result(name: str, recorded: Recorded) -> list[Any]:
+    return flat_outputs(name, recorded.output, recorded.caches_after)[1]
+
+
+class Job:
+    """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
+
+    def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str]) -> None:
+        self.model = model
+        self.examples = examples
+        self.specs = specs
+        self.notes = notes
+        self.namespace = fresh_namespace()
+        self.paths = module_paths(model)
+        self.wrappers: dict[str, Any] = {}  # path -> its as_custom_op wrapper
+        self.cut_by: dict[str, tuple[Failure, float]] = {}  # piece -> the failure blamed on it, its share of the time
+        self.attempts: list[Attempt] = []
+        self.copy: torch.nn.Module = model
+        self.flat = FlatCall(model, describe(examples[0].args, examples[0].kwargs).call, "the model")
+        self.recordings: list[Recording] = []
+
+    def close(self) -> None:
+        """Free every operator this export registered."""
+        for wrapper in self.wrappers.values():
+            wrapper._pbp_op.close()
+        self.wrappers = {}
+
+    # ---- the cut (Note [the cut]) --------------------------------------------------------------------
+
+    def set_cut(self, paths: Sequence[str]) -> None:
+        """Put exactly the modules at ``paths`` behind operators, in a fresh copy of the model, and calibrate."""
+        for path in [p for p in self.wrappers if p not in paths]:
+            self.wrappers.pop(path)._pbp_op.close()
+        for path in paths:
+            if path not in self.wrappers:
+                original = self.model.get_submodule(path)
+                self.wrappers[path] = wrap(original, f"{self.namespace}::{op_name(path)}", None, "export_piece_by_piece")
+        self.copy = _copy_with(self.model, self.wrappers)
+        self.flat = FlatCall(self.copy, describe(self.examples[0].args, self.examples[0].kwargs).call, "the model")
+        self.recordings = [run_recording(self.flat, e.tensors, module_paths(self.copy), self.wrappers) for e in self.examples]
+
+    def covered(self, path: str) -> bool:
+        """True if the module at ``path`` is behind an operator, or inside a module that is."""
+        return any(path == p or path.startswith(p + ".") for p in self.wrappers)  # dotted paths, not a language
+
+    def attempt(self) -> tuple[Any, BaseException | None, Watch, float]:
+        """One try of torch.export on the copy: the program or the exception, what was watched, the time."""
+        watch = Watch(self.copy, self.specs)
+        self.flat.on_enter = watch.enter
+        shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
+        start = time.perf_counter()
+        try:
+            # torch prints the partial graph of a failed export to stderr; an attempt's failure is the search's
+            # business and goes into the report instead
+            with watch.watching(), contextlib.redirect_stderr(io.StringIO()):
+                program = torch.export.export(self.flat, tuple(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
+            return program, None, watch, time.perf_counter() - start
+        except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
+            return None, exc, watch, time.perf_counter() - start
+        finally:
+            self.flat.on_enter = None
+
+    def search(self) -> Any:
+        """Attempts until the export succeeds, each failure's modules put behind operators (Note [the cut])."""
+        for number in itertools.count(1):
+            program, exc, watch, seconds = self.attempt()
+            if exc is None:
+                self.attempts.append(Attempt(number, seconds, None))
+                return program
+            failure = Failure.of(exc)
+            blamed = watch.blame(exc)
+            new = [p for p in blamed if p and not self.covered(p)]
+            self.attempts.append(Attempt(number, seconds, failure, tuple(new)))
+            if not new:
+                raise self.stuck(failure, blamed, exc) from exc
+            for path in new:
+                self.cut_by[path] = (Failure(failure.kind, failure.message, watch.details.get(path, "")), seconds / len(new))
+            kept = [p for p in self.wrappers if not any(p.startswith(q + ".") for q in new)]  # dotted paths
+            self.set_cut(kept + new)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def export_with_classes(self, classes: Any) -> Any:
+        """Every submodule of ``classes`` behind its operator, the rest exported; one attempt."""
+        chosen = submodules_of(self.model, classes, "export_piece_by_piece")
+        self.set_cut([p for p, _ in chosen])
+        program, exc, watch, seconds = self.attempt()
+        if exc is None:
+            self.attempts.append(Attempt(1, seconds, None))
+            return program
+        failure = Failure.of(exc)
+        self.attempts.append(Attempt(1, seconds, failure))
+        blamed = [p for p in watch.blame(exc) if not self.covered(p)]
+        where = f"in {', '.join(p or 'the model' for p in blamed)}" if blamed else "outside any submodule"
+        raise PieceByPieceExportError(
+            f"export_piece_by_piece: with classes={classes!r} behind operators, the rest of the model fails to export "
+            f"{where}: {failure.kind}: {failure.message}. Add that module's class to classes, or pass classes=None to "
+            "find the cut automatically",
+            self.report(None, "classes"),
+        ) from exc
+
+    def stuck(self, failure: Failure, blamed: list[str], exc: BaseException) -> PieceByPieceExportError:
+        if blamed == [""]:
+            where = "in the model's own forward, outside its submodules, where no operator can take it"
+            hint = "move that code into a submodule, or make it exportable"
+        elif blamed:
+            where = f"inside {', '.join(blamed)}, already behind an operator"
+            hint = "the operator cannot stand for that module under tracing; see the message"
+        else:
+            where = "outside the model's submodules (no module could be blamed)"
+            hint = "check dynamic_shapes against the example, or see torch's message"
+        return PieceByPieceExportError(
+            f"export_piece_by_piece: the export fails {where}: {failure.kind}: {failure.message}; {hint}",
+            self.report(None, "automatic"),
+        )
+
+    # ---- checks ---------------------------------------------------------------------------------------
+
+    def check_pieces(self) -> dict[str, tuple[float, int]]:
+        """Each piece through its operator against its own module, on the recorded calls: (max |diff|, calls)."""
+        out: dict[str, tuple[float, int]] = {}
+        for path, wrapper in self.wrappers.items():
+            original = wrapper._pbp_original
+            worst, n = 0.0, 0
+            for recording in self.recordings:
+                for recorded in recording.calls.get(path, [])[:_CHECKED_CALLS]:
+                    args, kwargs = make_copy((recorded.args, recorded.kwargs))
+                    with tracing_path():
+                        output = original(*args, **kwargs)
+                    want = flat_outputs(path, output, _caches_of(args, kwargs))[1]
+                    worst = max(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
+                    n += 1
+            out[path] = (worst, n)
+        return out
+
+    def check_program(self, program: Any, references: list[list[Any]]) -> float:
+        """The program against eager on every example."""
+        module = program.module()
+        worst = 0.0
+        for example, want in zip(self.examples, references, strict=True):
+            with torch.no_grad():
+                got = module(*make_copy(list(example.tensors)))
+            worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
+        return worst
+
+    def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None]]:
+        """Each piece exported alone on its recorded calls (``classes=``): program, failure, time, max |diff|."""
+        out: dict[str, tuple[Any, Failure | None, float, float | None]] = {}
+        for path, wrapper in self.wrappers.items():
+            calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
+            out[path] = _export_alone(wrapper._pbp_original, path, calls)
+        return out
+
+    # ---- the report -------------------------------------------------------------------------------------
+
+    def report(self, whole_diff: float | None, mode: str, checks: dict[str, tuple[float, int]] | None = None,
+               own: dict[str, Any] | None = None, seconds: float = 0.0) -> ExportReport:  # fmt: skip
+        checks = checks or {}
+        own = own or {}
+        called = self.recordings[0].called if self.recordings else []
+        order = {p: i for i, p in enumerate(called)}
+        on_path = {a for p in self.wrappers for a in ["", *_ancestors(p)]}
+        children: dict[str, list[str]] = {}
+        pieces: dict[str, Piece] = {}
+
+        def visit(parent: str) -> None:  # depth first, so that pieces are in the order of the printed tree
+            children[parent] = sorted((p for p in _children(self.model, parent) if p in order), key=order.__getitem__)
+            for kid in children[parent]:
+                pieces[kid] = self._piece(kid, on_path, checks, own)
+                if kid in on_path:
+                    visit(kid)
+
+        if on_path:
+            visit("")
+        root = Piece(
+            "", type(self.model), PieceStatus.CHILDREN_BEHIND_OPERATORS if self.wrappers else PieceStatus.IN_GRAPH,
+            max_abs_diff=whole_diff, seconds=seconds, checked_calls=len(self.examples),
+        )  # fmt: skip
+        examples = [_describe_example(e) for e in self.examples]
+        return ExportReport(type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds)
+
+    def _piece(self, path: str, on_path: set[str], checks: dict[str, tuple[float, int]], own: dict[str, Any]) -> Piece:
+        module_class = type(self.model.get_submodule(path))
+        if path in self.wrappers:
+            failure, share = self.cut_by.get(path, (None, None))
+            program, own_failure, own_seconds, own_diff = own.get(path, (None, None, None, None))
+            diff, n = checks.get(path, (None, 0))
+            if own_diff is not None:
+                diff = own_diff if diff is None else max(diff, own_diff)
+            return Piece(
+                path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
+                program, failure, own_failure, own_seconds if own_seconds is not None else share, diff, n,
+            )  # fmt: skip
+        status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
+        return Piece(path, module_class, status)
+
+
+def _caches_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+    from ..serialize import _caches
+
+    return [v for v in (*args, *kwargs.values()) if _caches.is_cache(v)]
+
+
+def _copy_with(model: torch.nn.Module, wrappers: dict[str, Any]) -> torch.nn.Module:
+    """A copy of ``model`` with each wrapper at its path, the modules on the way copied (Note [the cut])."""
+    copies: dict[str, Any] = {"": shallow_copy(model)}
+
+    def copied(path: str) -> Any:
+        if path not in copies:
+            parent_path, _, name = path.rpartition(".")
+            parent = copied(parent_path)
+            parent._modules[name] = copies[path] = shallow_copy(parent._modules[name])
+        return copies[path]
+
+    for path, wrapper in wrappers.items():
+        parent_path, _, name = path.rpartition(".")
+        copied(parent_path)._modules[name] = wrapper
+    root: torch.nn.Module = copies[""]
+    return root
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".")  # a dotted module path, not one of the library's languages
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _children(model: torch.nn.Module, path: str) -> list[str]:
+    """The paths of a module's children, with the items of its ModuleLists and ModuleDicts as its own."""
+    module = model.get_submodule(path) if path else model
+    out: list[str] = []
+
+    def walk(m: torch.nn.Module, prefix: str) -> None:
+        for name, child in m.named_children():
+            child_path = f"{prefix}.{name}" if prefix else name
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)) and not is_custom_op_module(child):
+                walk(child, child_path)
+            else:
+                out.append(child_path)
+
+    walk(module, path)
+    return out
+
+
+def _describe_example(example: Example) -> str:
+    n = len(example.tensors)
+    shapes = ", ".join("x".join(map(str, t.shape)) or "scalar" for t in example.tensors[:6])
+    return f"{n} tensor{'s' if n != 1 else ''}: {shapes}{', ...' if n > 6 else ''}"
+
+
+def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded]) -> tuple[Any, Failure | None, float, float | None]:
+    """A piece exported on its own, its dynamic dimensions those that differ between its recorded calls."""
+    start = time.perf_counter()
+    described = [describe(tuple(c.args), dict(c.kwargs)) for c in calls]
+    same = [d for d in described if d.key == described[0].key]
+    specs = varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
+    flat = FlatCall(module, described[0].call, path)
+    try:
+        with tracing_path():
+            flat(*make_copy(list(described[0].tensors)))  # learns the output's structure
+        shapes = None if all(s is None for s in specs) else {"tensors": tuple(specs)}
+        program = torch.export.export(flat, tuple(described[0].tensors), dynamic_shapes=shapes, strict=False)
+    except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
+        return None, Failure.of(exc), time.perf_counter() - start, None
+    seconds = time.perf_counter() - start
+    runnable = program.module()
+    worst = 0.0
+    for recorded, example in zip(calls, described, strict=True):
+        if example.key == described[0].key:
+            with torch.no_grad():
+                got = runnable(*make_copy(list(example.tensors)))
+            worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
+    return program, None, seconds, worst

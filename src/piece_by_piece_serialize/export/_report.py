@@ -1,0 +1,256 @@
+"""The report of a piece-by-piece export: a line per submodule on the path to each cut, and the attempts.
+
+Note [report lines]
+~~~~~~~~~~~~~~~~~~~
+The tree shows the model, every submodule on the path from it to a piece behind an operator ("children behind
+operators"), those pieces ("behind an operator", with why), and the other called children of the modules on
+the path ("in the graph"), in the order of their first call. Consecutive siblings whose lines and subtrees
+are the same (a class, a status, a reason) are folded into one line with a count, ``layers.0-2 (x3)``, so a
+32-layer model reads in a screen; their times add up and their differences give the largest. Columns: the
+name relative to the parent, the class, the status, the largest absolute difference against eager on the
+piece's recorded inputs, the time, and for a cut the kind of failure with the first line of torch's message.
+
+Imports: :mod:`._blame` (the failure record); torch only through the objects it is given.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._blame import Failure
+
+
+class PieceStatus(str, enum.Enum):
+    """Where a submodule of an exported model ended up."""
+
+    IN_GRAPH = "in the graph"
+    BEHIND_OPERATOR = "behind an operator"
+    CHILDREN_BEHIND_OPERATORS = "children behind operators"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One submodule of the report (Note [report lines]).
+
+    ``path`` is the dotted path relative to the model; ``module_class`` its class; ``status`` a
+    :class:`PieceStatus`; ``operator`` the qualified name of its operator when it is behind one; ``program`` its
+    own exported program when it has one (with ``classes=``, each piece is also exported alone); ``failure``
+    why it was cut (the export attempt that failed in it), or why its own export failed; ``seconds`` the time
+    spent on it (its own export, or its share of the failed attempt); ``max_abs_diff`` the largest absolute
+    difference between its output through the operator (or its own program) and eager on its recorded inputs,
+    over ``checked_calls`` calls.
+    """
+
+    path: str
+    module_class: type
+    status: PieceStatus
+    operator: str | None = None
+    program: Any = None
+    failure: Failure | None = None
+    own_export_failure: Failure | None = None
+    seconds: float | None = None
+    max_abs_diff: float | None = None
+    checked_calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "class": f"{self.module_class.__module__}.{self.module_class.__qualname__}",
+            "status": self.status.value,
+            "operator": self.operator,
+            "has_program": self.program is not None,
+            "failure": _failure(self.failure),
+            "own_export_failure": _failure(self.own_export_failure),
+            "seconds": _rounded(self.seconds),
+            "max_abs_diff": _finite(self.max_abs_diff),
+            "checked_calls": self.checked_calls,
+        }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try of ``torch.export`` on the whole model with the pieces cut so far."""
+
+    number: int
+    seconds: float
+    failure: Failure | None  # None: it exported
+    cut: tuple[str, ...] = ()  # the modules it put behind operators next
+
+    def line(self) -> str:
+        if self.failure is None:
+            return f"attempt {self.number}: exported in {self.seconds:.1f} s"
+        what = f"{self.failure.kind} ({_clip(self.failure.message, 110)})"
+        after = f"; now behind operators: {', '.join(self.cut)}" if self.cut else ""
+        return f"attempt {self.number}: failed in {self.seconds:.1f} s, {what}{after}"
+
+
+@dataclass
+class ExportReport:
+    """What :func:`export_piece_by_piece` did: ``str()`` prints it as a tree (Note [report lines]),
+    :meth:`to_dict` gives the same as JSON-ready data."""
+
+    model_class: type
+    mode: str  # "automatic" or "classes"
+    root: Piece
+    pieces: dict[str, Piece]
+    children: dict[str, list[str]]  # path -> the paths of its children shown, in call order
+    attempts: list[Attempt] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)  # one line per example used
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def behind_operators(self) -> list[str]:
+        """The paths of the pieces behind operators."""
+        return [p for p, piece in self.pieces.items() if piece.status is PieceStatus.BEHIND_OPERATOR]
+
+    def __str__(self) -> str:
+        cut = self.behind_operators
+        diff = "" if self.root.max_abs_diff is None else f"; max |diff| against eager {_number(self.root.max_abs_diff)}"
+        head = (
+            f"{self.model_class.__name__} exported piece by piece in {self.seconds:.1f} s ({self.mode}): "
+            f"{len(cut)} piece{'s' if len(cut) != 1 else ''} behind operators{diff} on {len(self.examples)} example"
+            f"{'s' if len(self.examples) != 1 else ''}"
+        )
+        lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
+        lines += [f"  note: {n}" for n in self.notes]
+        rows = [(*self._row("(model)", self.root, 0, 1), ())]
+        rows += list(self._rows("", 1))
+        width = max(len(r[0]) for r in rows)
+        cls_width = max(len(r[1]) for r in rows)
+        for name, cls, status, diff_, seconds, reason, _ in rows:
+            line = f"{name:<{width}}  {cls:<{cls_width}}  {status:<25}  {diff_:>10}  {seconds:>7}"
+            lines.append((f"{line}  {reason}" if reason else line).rstrip())
+        return "\n".join(lines)
+
+    def _rows(self, parent: str, depth: int) -> Iterator[tuple[str, str, str, str, str, str, tuple[Any, ...]]]:
+        for group in _fold(self, self.children.get(parent, [])):
+            label = _label([_relative(parent, p) for p in group])
+            merged = _merge([self.pieces[p] for p in group])
+            yield (*self._row(label, merged, depth, len(group)), ())
+            yield from self._rows(group[0], depth + 1)
+
+    def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str]:
+        reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}"
+        if piece.own_export_failure is not None:
+            own = piece.own_export_failure
+            reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
+        elif piece.program is not None:
+            reason = (reason + "; " if reason else "") + "own program"
+        return (
+            "  " * depth + label,
+            piece.module_class.__name__,
+            piece.status.value,
+            "" if piece.max_abs_diff is None else f"|d| {_number(piece.max_abs_diff)}",
+            "" if piece.seconds is None else f"{piece.seconds:.2f} s",
+            reason,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: the model, the attempts, the examples, notes, and every piece."""
+
+        def tree(path: str) -> dict[str, Any]:
+            piece = self.root if path == "" else self.pieces[path]
+            return {**piece.to_dict(), "children": [tree(c) for c in self.children.get(path, [])]}
+
+        return {
+            "model": f"{self.model_class.__module__}.{self.model_class.__qualname__}",
+            "mode": self.mode,
+            "seconds": _rounded(self.seconds),
+            "max_abs_diff": _finite(self.root.max_abs_diff),
+            "behind_operators": self.behind_operators,
+            "attempts": [
+                {
+                    "number": a.number,
+                    "seconds": _rounded(a.seconds),
+                    "failure": _failure(a.failure),
+                    "cut": list(a.cut),
+                }
+                for a in self.attempts
+            ],
+            "examples": list(self.examples),
+            "notes": list(self.notes),
+            "tree": tree(""),
+        }
+
+
+def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
+    piece = report.pieces[path]
+    kids = tuple((_relative(path, c), _signature(report, c)) for c in report.children.get(path, []))
+    failure = None if piece.failure is None else (piece.failure.kind, piece.failure.message)
+    own = None if piece.own_export_failure is None else (piece.own_export_failure.kind, piece.own_export_failure.message)
+    return (piece.module_class, piece.status, failure, own, piece.program is None, kids)
+
+
+def _fold(report: ExportReport, paths: Sequence[str]) -> list[list[str]]:
+    groups: list[list[str]] = []
+    last: tuple[Any, ...] | None = None
+    for path in paths:
+        sig = _signature(report, path)
+        if groups and sig == last and _foldable(groups[-1][-1], path):
+            groups[-1].append(path)
+        else:
+            groups.append([path])
+        last = sig
+    return groups
+
+
+def _foldable(a: str, b: str) -> bool:
+    """Siblings fold when their names differ only in a last numeric part (``layers.0``, ``layers.1``)."""
+    head_a, _, tail_a = a.rpartition(".")
+    head_b, _, tail_b = b.rpartition(".")
+    return head_a == head_b and tail_a.isdigit() and tail_b.isdigit()
+
+
+def _label(names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return names[0]
+    head, _, _ = names[0].rpartition(".")
+    numbers = [int(n.rpartition(".")[2]) for n in names]
+    prefix = f"{head}." if head else ""
+    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        return f"{prefix}{numbers[0]}-{numbers[-1]} (x{len(names)})"
+    return f"{prefix}{{{','.join(map(str, numbers))}}} (x{len(names)})"
+
+
+def _merge(pieces: Sequence[Piece]) -> Piece:
+    if len(pieces) == 1:
+        return pieces[0]
+    diffs = [p.max_abs_diff for p in pieces if p.max_abs_diff is not None]
+    times = [p.seconds for p in pieces if p.seconds is not None]
+    first = pieces[0]
+    return Piece(
+        first.path, first.module_class, first.status, first.operator, first.program, first.failure,
+        first.own_export_failure, sum(times) if times else None, max(diffs) if diffs else None,
+        sum(p.checked_calls for p in pieces),
+    )  # fmt: skip
+
+
+def _failure(failure: Failure | None) -> dict[str, str] | None:
+    return None if failure is None else {"kind": failure.kind, "message": failure.message, "detail": failure.detail}
+
+
+def _relative(parent: str, path: str) -> str:
+    return path[len(parent) + 1 :] if parent else path
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _number(x: float) -> str:
+    return "inf" if math.isinf(x) else ("0" if x == 0 else f"{x:.2g}")
+
+
+def _finite(x: float | None) -> float | str | None:
+    if x is None:
+        return None
+    return "inf" if math.isinf(x) else x
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
