@@ -2,8 +2,9 @@
 
 Equality is the test: the runnable module of each export against the untouched model at sizes the example did
 not have (other batches and lengths, a decode step on pasts of other lengths), logits and cache state alike.
-Llama, T5 and Whisper export whole; Qwen3-Next does not (its chunked linear attention guards on the length) and is
-cut automatically; ``classes=`` puts the layers of Mistral and the blocks of T5 behind operators.
+Llama, T5 and Whisper export whole; ``classes=`` puts the layers of Mistral and the blocks of T5 and Whisper behind
+operators; a decode step takes a ``DynamicCache`` and gives it back grown. Qwen3-Next, which does not export whole
+and is cut automatically, is the example of docs/export.md, run by test_export_docs.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ transformers = pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
 from _pbp_compare import assert_same_state  # noqa: E402
-
 from piece_by_piece_serialize import dynamic_shapes_from_examples, export_piece_by_piece  # noqa: E402
 from piece_by_piece_serialize.export import PieceStatus  # noqa: E402
 
@@ -49,27 +49,6 @@ def test_llama_exports_whole() -> None:
     result = _logits_export(model)
     assert result.pieces == {} and len(result.report.attempts) == 1 and result.report.root.max_abs_diff == 0
     _assert_logits_equal(result, model, ((1, 3), (4, 11), (2, 70)))
-
-
-def test_qwen3_next_is_cut_automatically_at_its_linear_attention() -> None:
-    """torch.export refuses Qwen3-Next whole with a dynamic length (tests/custom_op has the negative control);
-    the search puts exactly its three linear-attention blocks behind operators, from one example with an
-    all-ones mask, and the program equals eager at lengths 3, 11 and 70 (past the chunk of 64)."""
-    model = tiny.qwen3_next()
-    result = _logits_export(model)
-    cut = [f"model.layers.{i}.linear_attn" for i in range(3)]
-    assert result.report.behind_operators == cut
-    for path in cut:
-        piece = result.pieces[path]
-        assert piece.status is PieceStatus.BEHIND_OPERATOR and type(model.get_submodule(path)) is piece.module_class
-        assert piece.failure is not None and piece.failure.kind == "dynamic dimension constraint violated"
-        assert piece.max_abs_diff == 0 and piece.checked_calls == 2
-    assert result.pieces["model.layers.3"].status is PieceStatus.IN_GRAPH  # the full-attention layer
-    assert result.pieces["model.layers.0.mlp"].status is PieceStatus.IN_GRAPH
-    assert [a.failure is None for a in result.report.attempts] == [False, True]
-    _assert_logits_equal(result, model, ((2, 3), (1, 11), (3, 70)))
-    text = str(result.report)
-    assert "layers.0-2 (x3)" in text and "linear_attn" in text and "guard" in text
 
 
 def _seq2seq_inputs(family: str, batch: int, n: int, m: int, seed: int = 0) -> dict[str, Any]:

@@ -254,7 +254,7 @@ def test_the_report_reads_and_serializes() -> None:
 def test_bad_arguments_are_refused_before_any_export() -> None:
     model = _deep()
     x = torch.randn(3, 4)
-    with pytest.raises(TypeError, match="expected a torch.nn.Module"):
+    with pytest.raises(TypeError, match=r"expected a torch\.nn\.Module"):
         export_piece_by_piece(lambda x: x, (x,))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="args must be a tuple"):
         export_piece_by_piece(model, x)  # type: ignore[arg-type]
@@ -262,11 +262,11 @@ def test_bad_arguments_are_refused_before_any_export() -> None:
         export_piece_by_piece(model, (x, x), dynamic_shapes=({0: BATCH}, None))
     with pytest.raises(PieceByPieceExportError, match="names \\['y'\\], which the example does not pass"):
         export_piece_by_piece(model, (x,), dynamic_shapes={"y": {0: BATCH}})
-    with pytest.raises(PieceByPieceExportError, match="dimension 2 of a 2-d tensor|2 is not a dimension"):
+    with pytest.raises(PieceByPieceExportError, match="2 is not a dimension of a 2-d tensor"):
         export_piece_by_piece(model, (x,), dynamic_shapes=({2: BATCH},))
     with pytest.raises(PieceByPieceExportError, match="has 2 entries where the example passes 1"):
         export_piece_by_piece(model, (x,), dynamic_shapes=({0: BATCH}, None))
-    with pytest.raises(PieceByPieceExportError, match="not a torch.export.Dim"):
+    with pytest.raises(PieceByPieceExportError, match=r"not a torch\.export\.Dim"):
         export_piece_by_piece(model, (x,), dynamic_shapes=({0: "batch"},))
 
 
@@ -283,7 +283,7 @@ def test_classes_by_name_put_every_instance_behind_an_operator() -> None:
     assert result.pieces["top.mid.leaf"].program is None
     x = torch.randn(6, 4)
     torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
-    with pytest.raises(PieceByPieceExportError, match="the rest of the model fails to export in top.mid.leaf"):
+    with pytest.raises(PieceByPieceExportError, match=r"the rest of the model fails to export in top\.mid\.leaf"):
         export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), classes=torch.nn.LayerNorm)
 
 

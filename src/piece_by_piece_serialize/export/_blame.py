@@ -53,7 +53,7 @@ class Failure:
         return cls(classify(exc), first_line(exc), detail)
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in chain:
@@ -68,7 +68,7 @@ def classify(exc: BaseException) -> str:
     from torch._subclasses import fake_tensor as ft
     from torch.fx.experimental import symbolic_shapes as ss
 
-    for e in _chain(exc):
+    for e in chain(exc):
         if isinstance(e, (ss.GuardOnDataDependentSymNode, ss.PendingUnbackedSymbolNotFound, ft.DataDependentOutputException)):
             return DATA_DEPENDENT
         if isinstance(e, ss.ConstraintViolationError) or (isinstance(e, UserError) and e.error_type == UserErrorType.CONSTRAINT_VIOLATION):
@@ -78,7 +78,7 @@ def classify(exc: BaseException) -> str:
         unsupported = (ft.UnsupportedOperatorException, ft.DynamicOutputShapeException, ft.UnsupportedFakeTensorException, Unsupported, NotImplementedError)
         if isinstance(e, unsupported):
             return UNSUPPORTED
-    text = " ".join(str(e) for e in _chain(exc))
+    text = " ".join(str(e) for e in chain(exc))
     # torch words some refusals of fake tensors only in their message (a tensor's data read, numpy())
     if "data pointer" in text or "FakeTensor" in text or "fake tensor" in text.lower():
         return UNSUPPORTED
@@ -87,7 +87,7 @@ def classify(exc: BaseException) -> str:
 
 def first_line(exc: BaseException) -> str:
     """``Type: first non-empty line of the message`` of the innermost cause that has one."""
-    for e in reversed(_chain(exc)):
+    for e in reversed(chain(exc)):
         for line in str(e).splitlines():
             if line.strip():
                 return f"{type(e).__name__}: {line.strip()}"
@@ -266,7 +266,7 @@ def _innermost_frame_module(exc: BaseException, paths: dict[int, str]) -> str | 
     """The module of the innermost traceback frame whose ``self`` is a module of the model, over the exception
     and its causes (torch re-raises a tracing failure from inside its own frames)."""
     found: str | None = None
-    for e in _chain(exc):
+    for e in chain(exc):
         tb: types.TracebackType | None = e.__traceback__
         last = None
         while tb is not None:

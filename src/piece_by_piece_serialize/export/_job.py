@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ import torch
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
 from ..custom_op._calls import flat_outputs
 from ..serialize import make_copy
-from ._blame import Failure, Watch
+from ._blame import Failure, Watch, chain
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, varying_dims
 from ._flat import FlatCall
@@ -119,9 +120,9 @@ class Job:
         shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
         start = time.perf_counter()
         try:
-            # torch prints the partial graph of a failed export to stderr; an attempt's failure is the search's
-            # business and goes into the report instead
-            with watch.watching(), contextlib.redirect_stderr(io.StringIO()):
+            # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
+            # attempt's failure is the search's business and goes into the report instead
+            with watch.watching(), contextlib.redirect_stderr(io.StringIO()), _quiet("torch.fx.experimental.symbolic_shapes"):
                 program = torch.export.export(self.flat, tuple(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
@@ -163,7 +164,7 @@ class Job:
         raise PieceByPieceExportError(
             f"export_piece_by_piece: with classes={classes!r} behind operators, the rest of the model fails to export "
             f"{where}: {failure.kind}: {failure.message}. Add that module's class to classes, or pass classes=None to "
-            "find the cut automatically",
+            f"find the cut automatically.\ntorch's message:\n{_excerpt(exc)}",
             self.report(None, "classes"),
         ) from exc
 
@@ -178,7 +179,8 @@ class Job:
             where = "outside the model's submodules (no module could be blamed)"
             hint = "check dynamic_shapes against the example, or see torch's message"
         return PieceByPieceExportError(
-            f"export_piece_by_piece: the export fails {where}: {failure.kind}: {failure.message}; {hint}",
+            f"export_piece_by_piece: the export fails {where}: {failure.kind}: {failure.message}; {hint}.\n"
+            f"torch's message:\n{_excerpt(exc)}",
             self.report(None, "automatic"),
         )
 
@@ -261,6 +263,25 @@ class Job:
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """``logger``'s warnings held back (errors still show) while an attempt runs."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _excerpt(exc: BaseException, lines: int = 20) -> str:
+    """The start of the innermost message of ``exc`` and its causes, indented: what torch said."""
+    text = str(chain(exc)[-1]).strip().splitlines()
+    kept = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
+    return "\n".join(f"  {line}" for line in kept)
 
 
 def _caches_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:

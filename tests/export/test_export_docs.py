@@ -1,0 +1,63 @@
+"""docs/export.md shows real code and a real report.
+
+Its first block, the one call on a tiny Qwen3-Next, runs here in-process: it asserts the program equals eager at
+lengths 3, 11 and 70 itself, and the report it prints must be the one the page shows, times aside. The result is
+then checked in detail: exactly the three linear-attention blocks are behind operators, why, and everything
+else is in the graph. The other blocks run on their own, each in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from piece_by_piece_serialize.export import PieceStatus  # noqa: E402
+
+DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "export.md"
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```$", DOC.read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+def _normal(text: str) -> list[str]:
+    """Lines with times masked and runs of spaces made one (column widths follow the times)."""
+    return [re.sub(r" +", " ", re.sub(r"\d+\.\d+ s\b", "_ s", line)).rstrip() for line in text.strip().splitlines()]
+
+
+def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear_attention() -> None:
+    namespace: dict[str, Any] = {"__name__": "__docs_example__"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(_blocks("python")[0], str(DOC), "exec"), namespace)  # the page's code, as a reader runs it
+    assert _normal(out.getvalue()) == _normal(_blocks("text")[0])
+    result, model = namespace["result"], namespace["model"]
+    cut = [f"model.layers.{i}.linear_attn" for i in range(3)]
+    assert result.report.behind_operators == cut
+    for path in cut:
+        piece = result.pieces[path]
+        assert piece.status is PieceStatus.BEHIND_OPERATOR and type(model.get_submodule(path)) is piece.module_class
+        assert piece.failure is not None and piece.failure.kind == "dynamic dimension constraint violated"
+        assert piece.failure.detail.startswith("guard ") and "false at seq=" in piece.failure.detail
+        assert piece.max_abs_diff == 0 and piece.checked_calls == 2
+    in_graph = [p for p, piece in result.pieces.items() if piece.status is PieceStatus.IN_GRAPH]
+    assert "model.layers.3" in in_graph and "model.layers.0.mlp" in in_graph and "lm_head" in in_graph
+    assert [a.failure is None for a in result.report.attempts] == [False, True]
+    nodes = [str(n.target) for n in result.program.graph.nodes if n.op == "call_function" and "linear_attn" in str(n.target)]
+    assert len(nodes) == 3
+
+
+@pytest.mark.parametrize("index", range(1, len(_blocks("python"))))
+def test_python_block_runs_on_its_own(index: int) -> None:
+    out = subprocess.run([sys.executable, "-c", _blocks("python")[index]], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
