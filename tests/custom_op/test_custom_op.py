@@ -261,3 +261,40 @@ def test_public_names() -> None:
     code = "import sys, piece_by_piece_serialize.custom_op; print('transformers' in sys.modules, 'lark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]  # neither is needed to wrap a plain module
+
+
+def test_replace_takes_class_names_and_refuses_classes_that_match_nothing() -> None:
+    model = Tower()
+    x = torch.randn(3, 4)
+    want = model(x)
+    assert replace_with_custom_ops(model, "Sequential", "pbpn") == ["blocks.0", "blocks.1", "blocks.2", "shared"]
+    assert torch.equal(model(x), want)
+    restore_modules(model)
+    assert replace_with_custom_ops(model, "torch.nn.modules.container.Sequential", "pbpn") == ["blocks.0", "blocks.1", "blocks.2", "shared"]
+    restore_modules(model)
+    with pytest.raises(
+        ValueError,
+        match=r"^replace_with_custom_ops: no submodule of the model is an instance of Conv2d; the model's submodules are "
+        r"ModuleList \(x1\), Sequential \(x3\), Linear \(x4\), ReLU \(x3\)$",
+    ):
+        replace_with_custom_ops(model, torch.nn.Conv2d, "pbpn")
+    with pytest.raises(ValueError, match=r"no module class of the model is named 'Conv2d'; its classes are Linear, ModuleList, ReLU, Sequential, Tower"):
+        replace_with_custom_ops(model, "Conv2d", "pbpn")
+    with pytest.raises(TypeError, match="replace_with_custom_ops: classes must be classes or class names, not int"):
+        replace_with_custom_ops(model, 3, "pbpn")  # type: ignore[arg-type]
+    assert all(not is_custom_op_module(m) for m in model.modules())  # nothing half done
+
+
+def test_a_class_name_that_names_two_classes_is_refused() -> None:
+    class Linear(torch.nn.Module):  # the same name as torch.nn.Linear
+        def forward(self, x: Any) -> Any:
+            return x
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), Linear())
+    with pytest.raises(ValueError, match=r"'Linear' names 2 classes of the model \(torch\.nn\.modules\.linear\.Linear, .*Linear\); give the class itself"):
+        replace_with_custom_ops(model, "Linear", "pbpn")
+
+
+def test_errors_of_replace_are_named_after_it() -> None:
+    with pytest.raises(ValueError, match=r"^replace_with_custom_ops: 'no namespace::blocks__0' is not an operator name"):
+        replace_with_custom_ops(Tower(), torch.nn.Sequential, "no namespace")
