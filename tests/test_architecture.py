@@ -142,8 +142,9 @@ ALLOWED = {
     "serialize": {"errors", "schema", "treespec_name", "type_info"},
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
-    "export": {"errors", "schema", "serialize", "treespec_name", "type_info", "custom_op"},
-    "cli": {"_lalr", "errors", "_diagnostics", "schema", "treespec_name", "type_info", "serialize", "custom_op", "export", ""},
+    "artifact": {"errors", "schema", "serialize", "treespec_name", "type_info", "custom_op"},
+    "export": {"errors", "schema", "serialize", "treespec_name", "type_info", "custom_op", "artifact"},
+    "cli": {"_lalr", "errors", "_diagnostics", "schema", "treespec_name", "type_info", "serialize", "custom_op", "artifact", "export", ""},
     "__main__": {"cli"},
     "": {"errors"},  # the package itself: everything else is loaded lazily, on first attribute access
 }

@@ -47,12 +47,17 @@ _LAZY = {
     "dynamic_shapes_from_examples": "export",
     "PieceByPieceExport": "export",
     "PieceByPieceExportError": "export",
+    "load_piece_by_piece": "artifact",
+    "ArtifactError": "artifact",
 }
 
 __all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError", "__version__", *_LAZY]
 
 if TYPE_CHECKING:
     from typing import Any
+
+    from .artifact import ArtifactError as ArtifactError
+    from .artifact import load_piece_by_piece as load_piece_by_piece
 
     # ``name as name``: the explicit re-export that type checkers (and ruff) read; ``__all__`` is built from
     # ``_LAZY`` at run time, which neither can evaluate

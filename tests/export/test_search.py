@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from piece_by_piece_serialize import PieceByPieceExportError, export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.artifact import CallStructureError  # noqa: E402
 from piece_by_piece_serialize.export import FAILURE_KINDS, PieceStatus  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=64)
@@ -290,5 +291,5 @@ def test_classes_by_name_put_every_instance_behind_an_operator() -> None:
 def test_the_runnable_module_refuses_another_call_structure() -> None:
     model = _deep()
     result = export_piece_by_piece(model, (torch.randn(3, 4),))
-    with pytest.raises(PieceByPieceExportError, match="exported for"):
+    with pytest.raises(CallStructureError, match="exported for"):
         result.module()([torch.randn(3, 4)])

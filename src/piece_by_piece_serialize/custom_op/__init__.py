@@ -42,6 +42,15 @@ cloning them would cost a copy of the whole cache per layer call), and as new te
 where the program's cache outputs are the operator's. A cache nested inside another argument
 (a dict holding a cache) is refused: it could not be found again to be written back.
 
+Note [weights as inputs]
+~~~~~~~~~~~~~~~~~~~~~~~~
+By default the operator's kernel reads the module's parameters and buffers from the module itself, so an
+exported program lifts them as placeholders that no node uses. The export layer asks instead for
+``(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]``: the wrapper passes every parameter and buffer
+of the module (each once, in ``named_modules`` order), so the program's graph reads the weights it computes
+with and a saved program holds them. Eagerly the kernel runs the module as it is when the weights it gets
+are the module's own tensors, and through ``torch.func.functional_call`` on the wrapped module otherwise.
+
 Note [eager results]
 ~~~~~~~~~~~~~~~~~~~~
 In eager mode the kernel has the module's output and the updated caches as objects before it flattens
@@ -95,8 +104,9 @@ class _Op:
     # the wrapper exists
     run: Callable[..., Any]
     signature: inspect.Signature
+    original: Any  # the wrapped module itself
 
-    def __init__(self, qualname: str, fake: Callable[..., Any] | None, caller: str = "as_custom_op") -> None:
+    def __init__(self, qualname: str, fake: Callable[..., Any] | None, caller: str = "as_custom_op", weights: bool = False) -> None:
         import torch
 
         from ..errors import SchemaError
@@ -117,7 +127,11 @@ class _Op:
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
         # the ignores: torch.library.Library's methods carry no annotations
         self.lib = torch.library.Library(name.namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
-        self.lib.define(f"{name.name}(Tensor[] tensors, str call) -> Tensor[]")  # type: ignore[no-untyped-call]
+        # Note [weights as inputs]: with weights, the schema takes the module's parameters and buffers too
+        inputs = "Tensor[] tensors, Tensor[] weights, str call" if weights else "Tensor[] tensors, str call"
+        self.lib.define(f"{name.name}({inputs}) -> Tensor[]")  # type: ignore[no-untyped-call]
+        self.weight_names: tuple[str, ...] | None = None  # set by wrap() when weights is true
+        self.weight_slots: list[tuple[Any, str, bool]] = []  # (module, attribute, is a parameter) per weight
         self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
         torch.library.register_fake(qualname, self._fake, lib=self.lib)
         self.op = getattr(getattr(torch.ops, name.namespace), name.name).default
@@ -134,10 +148,25 @@ class _Op:
         given = [*args, *kwargs.values()]
         return output, [given[i] for i in call.caches]
 
-    def _real(self, tensors: list[Any], key: str) -> list[Any]:
+    def weights_of(self) -> list[Any]:
+        """The module's parameters and buffers as the operator takes them (Note [weights as inputs])."""
+        return [m._parameters[n] if is_param else m._buffers[n] for m, n, is_param in self.weight_slots]
+
+    def _runner(self, weights: list[Any] | None) -> Callable[..., Any]:
+        """The module's forward, with ``weights`` in place of its own when they are other tensors."""
+        if weights is None or all(a is b for a, b in zip(weights, self.weights_of(), strict=True)):
+            return self.run
+        import torch
+
+        names = self.weight_names or ()
+        original = self.original
+        return lambda *a, **k: torch.func.functional_call(original, dict(zip(names, weights, strict=True)), a, k)
+
+    def _real(self, tensors: list[Any], *rest: Any) -> list[Any]:
+        weights, key = (None, rest[0]) if len(rest) == 1 else rest
         call = self._lookup(key)
         versions = [t._version for t in tensors]
-        output, caches = self._call_module(self.run, call, tensors)
+        output, caches = self._call_module(self._runner(weights), call, tensors)
         kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
         changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]  # noqa: B905 - a version per tensor
         if changed:
@@ -163,9 +192,10 @@ class _Op:
         self.results.append((out, (output, *caches)))
         return out
 
-    def _fake(self, tensors: list[Any], key: str) -> list[Any]:
+    def _fake(self, tensors: list[Any], *rest: Any) -> list[Any]:
         import torch
 
+        key = rest[-1]  # the weights, when the schema has them, do not change the shapes
         call = self._lookup(key)
         if self.fake_fn is not None:
             output, caches = self._call_module(self.fake_fn, call, tensors)
@@ -230,7 +260,7 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     op.signature.bind(*args, **kwargs)
     call, tensors, key = describe_call(op.qualname, args, kwargs)
     known = op.calls.setdefault(key, call)
-    out = op.op(tensors, key)
+    out = op.op(tensors, op.weights_of(), key) if op.weight_names is not None else op.op(tensors, key)
     kept = op.results.pop() if op.results else None
     values = None
     if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):  # noqa: B905 - lengths compared first
@@ -281,8 +311,9 @@ def as_custom_op(module: torch.nn.Module, qualname: str, *, fake: Callable[..., 
     return wrap(module, qualname, fake, "as_custom_op")
 
 
-def wrap(module: torch.nn.Module, qualname: str, fake: Callable[..., Any] | None, caller: str) -> torch.nn.Module:
-    """:func:`as_custom_op`, with its errors named after ``caller``, the public function the user called."""
+def wrap(module: torch.nn.Module, qualname: str, fake: Callable[..., Any] | None, caller: str, weights: bool = False) -> torch.nn.Module:
+    """:func:`as_custom_op`, with its errors named after ``caller``, the public function the user called, and
+    with ``weights``, the module's parameters and buffers passed to the operator (Note [weights as inputs])."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -290,13 +321,31 @@ def wrap(module: torch.nn.Module, qualname: str, fake: Callable[..., Any] | None
     if is_custom_op_module(module):
         # nn.Module.__getattr__ is typed Tensor | Module; _pbp_op is the wrapper's _Op
         raise ValueError(f"{caller}: the module is already behind operator {module._pbp_op.qualname!r}")  # type: ignore[union-attr]
-    op = _Op(qualname, fake, caller)
+    op = _Op(qualname, fake, caller, weights)
     wrapper: torch.nn.Module = shallow_copy(module, _wrapper_class(type(module)))
     wrapper.__dict__["_pbp_op"] = op
     wrapper.__dict__["_pbp_original"] = module
     op.run = type(module).forward.__get__(wrapper)
     op.signature = inspect.signature(op.run)
+    op.original = module
+    if weights:
+        op.weight_names, op.weight_slots = _weight_slots(wrapper)
     return wrapper
+
+
+def _weight_slots(wrapper: torch.nn.Module) -> tuple[tuple[str, ...], list[tuple[Any, str, bool]]]:
+    """Every parameter and buffer of ``wrapper`` once (a tied one under its first name), and where each lives."""
+    names: list[str] = []
+    slots: list[tuple[Any, str, bool]] = []
+    seen: set[int] = set()
+    for prefix, sub in wrapper.named_modules(remove_duplicate=False):
+        for kind, table in ((True, sub._parameters), (False, sub._buffers)):
+            for local, tensor in table.items():
+                if tensor is not None and id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    names.append(f"{prefix}.{local}" if prefix else local)
+                    slots.append((sub, local, kind))
+    return tuple(names), slots
 
 
 def op_name(path: str) -> str:

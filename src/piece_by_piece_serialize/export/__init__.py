@@ -99,7 +99,8 @@ def export_piece_by_piece(
         job.close()
         raise
     report = job.report(whole, "automatic" if classes is None else "classes", checks, own, time.perf_counter() - start)
-    return PieceByPieceExport(program, dict(report.pieces), report, job.flat.call, examples[0].key, job.close)
+    saved = job.saved_pieces(own)
+    return PieceByPieceExport(program, dict(report.pieces), report, job.flat.call, examples[0].key, saved, job.namespace, job.close)
 
 
 def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[

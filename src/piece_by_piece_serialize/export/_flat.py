@@ -8,8 +8,9 @@ So an exported program of a :class:`FlatCall` has the operator's signature, and 
 rebuilt and written back by :func:`..custom_op._calls.finish_call`.
 
 Invariants: the structure of the output is learned from the first (eager) call and every later call, traced
-or not, must return the same; the module is a registered submodule, so its parameters and buffers are the
-program's.
+or not, must return the same. The module is a registered submodule, so its parameters and buffers are the
+program's; or, for a piece's own program, they are its first inputs (Note [weights as inputs] in
+:mod:`..custom_op`), so that identical pieces share one program and the weights are stored once.
 
 Imports: :mod:`..custom_op` (the call structure); torch on use.
 """
@@ -28,24 +29,35 @@ from ._errors import PieceByPieceExportError
 class FlatCall(torch.nn.Module):
     """``module`` called with the arguments that ``call`` rebuilds from flat tensors; returns flat tensors."""
 
-    def __init__(self, module: torch.nn.Module, call: Call, name: str) -> None:
+    def __init__(self, module: torch.nn.Module, call: Call, name: str, weights: tuple[str, ...] | None = None) -> None:
         super().__init__()
-        self.module = module
+        if weights is None:
+            self.module = module
+        else:  # Note [weights as inputs]: the weights come in as the first tensors; the program holds none
+            self.__dict__["module"] = module
         # plain attributes, not submodules or buffers: the structure is data, the hook is the export's
         self.__dict__["call"] = call
         self.__dict__["name"] = name
+        self.__dict__["weights"] = weights
         self.__dict__["on_enter"] = None
 
     call: Call
     name: str
+    weights: tuple[str, ...] | None
     on_enter: Callable[[tuple[Any, ...]], None] | None
 
     def forward(self, *tensors: Any) -> tuple[Any, ...]:
         if self.on_enter is not None:
             self.on_enter(tensors)
         call = self.call
-        args, kwargs = rebuild_arguments(call, tensors)
-        output = self.module(*args, **kwargs)
+        if self.weights is None:
+            args, kwargs = rebuild_arguments(call, tensors)
+            output = self.module(*args, **kwargs)
+        else:
+            n = len(self.weights)
+            args, kwargs = rebuild_arguments(call, tensors[n:])
+            params = dict(zip(self.weights, tensors[:n], strict=True))
+            output = torch.func.functional_call(self.module, params, tuple(args), kwargs)
         given = [*args, *kwargs.values()]
         caches = [given[i] for i in call.caches]
         kinds, out, constants, n_flat = flat_outputs(self.name, output, caches)

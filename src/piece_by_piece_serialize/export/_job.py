@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..artifact._write import SavedPiece
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
 from ..custom_op._calls import flat_outputs
 from ..serialize import make_copy
@@ -104,7 +105,7 @@ class Job:
         for path in paths:
             if path not in self.wrappers:
                 original = self.model.get_submodule(path)
-                self.wrappers[path] = wrap(original, f"{self.namespace}::{op_name(path)}", None, "export_piece_by_piece")
+                self.wrappers[path] = wrap(original, f"{self.namespace}::{op_name(path)}", None, "export_piece_by_piece", weights=True)
         self.copy = _copy_with(self.model, self.wrappers)
         self.flat = FlatCall(self.copy, describe(self.examples[0].args, self.examples[0].kwargs).call, "the model")
         self.recordings = [run_recording(self.flat, e.tensors, module_paths(self.copy), self.wrappers) for e in self.examples]
@@ -213,12 +214,22 @@ class Job:
             worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
         return worst
 
-    def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None]]:
-        """Each piece exported alone on its recorded calls (``classes=``): program, failure, time, max |diff|."""
-        out: dict[str, tuple[Any, Failure | None, float, float | None]] = {}
+    def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
+        """Each piece exported alone on its recorded calls (``classes=``): program, failure, time, max |diff|, and
+        the key of the call structure the program computes."""
+        out: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
         for path, wrapper in self.wrappers.items():
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
-            out[path] = _export_alone(wrapper._pbp_original, path, calls)
+            out[path] = _export_alone(wrapper._pbp_original, path, calls, wrapper._pbp_op.weight_names or ())
+        return out
+
+    def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
+        """What :meth:`PieceByPieceExport.save` writes of each piece."""
+        out = []
+        for path, wrapper in self.wrappers.items():
+            op = wrapper._pbp_op
+            program, _, _, _, key = own.get(path, (None, None, None, None, None))
+            out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), op.calls, program, key))
         return out
 
     # ---- the report -------------------------------------------------------------------------------------
@@ -253,7 +264,7 @@ class Job:
         module_class = type(self.model.get_submodule(path))
         if path in self.wrappers:
             failure, share = self.cut_by.get(path, (None, None))
-            program, own_failure, own_seconds, own_diff = own.get(path, (None, None, None, None))
+            program, own_failure, own_seconds, own_diff, _ = own.get(path, (None, None, None, None, None))
             diff, n = checks.get(path, (None, 0))
             if own_diff is not None:
                 diff = own_diff if diff is None else max(diff, own_diff)
@@ -336,26 +347,29 @@ def _describe_example(example: Example) -> str:
     return f"{n} tensor{'s' if n != 1 else ''}: {shapes}{', ...' if n > 6 else ''}"
 
 
-def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded]) -> tuple[Any, Failure | None, float, float | None]:
-    """A piece exported on its own, its dynamic dimensions those that differ between its recorded calls."""
+def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...]) -> tuple[Any, Failure | None, float, float | None, str | None]:
+    """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
+    dimensions those that differ between its recorded calls; with the key of the call structure it computes."""
     start = time.perf_counter()
     described = [describe(tuple(c.args), dict(c.kwargs)) for c in calls]
     same = [d for d in described if d.key == described[0].key]
     specs = varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
-    flat = FlatCall(module, described[0].call, path)
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    weights = [own[n] for n in names]
+    flat = FlatCall(module, described[0].call, path, names)
     try:
         with tracing_path():
-            flat(*make_copy(list(described[0].tensors)))  # learns the output's structure
-        shapes = None if all(s is None for s in specs) else {"tensors": tuple(specs)}
-        program = torch.export.export(flat, tuple(described[0].tensors), dynamic_shapes=shapes, strict=False)
+            flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
+        shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
+        program = torch.export.export(flat, (*weights, *described[0].tensors), dynamic_shapes=shapes, strict=False)
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
-        return None, Failure.of(exc), time.perf_counter() - start, None
+        return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
     runnable = program.module()
     worst = 0.0
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
             with torch.no_grad():
-                got = runnable(*make_copy(list(example.tensors)))
+                got = runnable(*weights, *make_copy(list(example.tensors)))
             worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
-    return program, None, seconds, worst
+    return program, None, seconds, worst, described[0].key

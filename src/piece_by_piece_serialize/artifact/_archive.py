@@ -1,0 +1,335 @@
+"""Reading a PT2 archive without running anything in it.
+
+Note [safe loading]
+~~~~~~~~~~~~~~~~~~~
+``torch.export.load`` trusts its file: a weight or a constant marked as pickled is unpickled, sample inputs
+that fail the safe load are unpickled, every symbolic expression is given to ``sympy.sympify`` (which evaluates
+Python), the guards are compiled with ``exec``, and the names of weights end up in generated code. So an
+artifact is read here instead, with the archive opened by :mod:`zipfile` and torch's deserializer given only
+what was checked first:
+
+* weights and constants are raw bytes, each checked against its dtype, shape, strides and offset; anything
+  marked as pickled, any custom or opaque object, any legacy ``.pt`` payload is refused; sample inputs are
+  not read at all;
+* in each program, every node's target is a ``torch.ops`` operator or a function of ``_operator``, ``math`` or
+  ``torch.sym_*``; every symbolic expression is, by Python's own parser, only calls of sympy classes and the
+  torch sympy functions on literals; every guard only compares sizes, strides and numbers of inputs named by
+  identifiers; every name of a weight, buffer or constant is a dotted identifier.
+
+Anything else raises :class:`ArtifactError` naming the archive and the member; a member that torch's
+deserializer still refuses is reported the same way.
+
+Imports: :mod:`._errors`, :mod:`._manifest`; torch and sympy on use.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+from ._errors import ArtifactError
+from ._manifest import MANIFEST_FILE, Manifest, read_manifest
+
+# The largest program description read (bytes); weights are bounded by their own metadata.
+MAX_PROGRAM_BYTES = 1 << 30
+# keyword arguments torch's sympy expressions carry (assumptions of a Symbol, the precision of a Float)
+_SYMPY_KEYWORDS = {"positive", "negative", "nonnegative", "nonpositive", "integer", "real", "finite", "nonzero", "evaluate", "zero", "precision"}
+
+
+class Archive:
+    """The members of one PT2 archive, read and checked on demand (Note [safe loading])."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+            raise ArtifactError(path, f"not an archive (a zip file): {exc}") from None
+        names = self.zip.namelist()
+        tops = {n.partition("/")[0] for n in names}
+        if len(tops) != 1 or not all("/" in n for n in names):
+            raise ArtifactError(path, "not a PT2 archive: its files are not all in one folder")
+        self.prefix = tops.pop() + "/"
+        self.names = {n[len(self.prefix) :] for n in names}
+        if self.text("archive_format", 16) != "pt2":
+            raise ArtifactError(path, "not a PT2 archive: no archive_format 'pt2'")
+
+    def close(self) -> None:
+        self.zip.close()
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read(self, member: str, limit: int) -> bytes:
+        if member not in self.names:
+            raise ArtifactError(self.path, f"the archive has no {member}")
+        info = self.zip.getinfo(self.prefix + member)
+        if info.file_size > limit:
+            raise ArtifactError(self.path, f"{member} is {info.file_size} bytes, more than {limit}")
+        try:
+            return self.zip.read(info)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:  # truncated or corrupt member
+            raise ArtifactError(self.path, f"{member} cannot be read: {exc}") from None
+        except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
+            raise ArtifactError(self.path, f"{member} cannot be read: {type(exc).__name__}: {exc}") from None
+
+    def text(self, member: str, limit: int) -> str:
+        try:
+            return self.read(member, limit).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
+
+    def manifest(self) -> Manifest:
+        return read_manifest(self.read(f"extra/{MANIFEST_FILE}", 1 << 26), self.path)
+
+    def json(self, member: str, limit: int = MAX_PROGRAM_BYTES) -> Any:
+        try:
+            return json.loads(self.text(member, limit), parse_constant=_no_constant)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
+
+    # ---- a program -------------------------------------------------------------------------------------
+
+    def program(self, name: str) -> Any:
+        """The exported program ``name`` of the archive, checked, then deserialized by torch."""
+        if not name.isidentifier():
+            raise ArtifactError(self.path, f"{name!r} is not a program name")
+        if f"data/weights/{name}.pt" in self.names or f"data/constants/{name}.pt" in self.names:
+            raise ArtifactError(self.path, f"the program {name} has legacy pickled weights or constants")
+        member = f"models/{name}.json"
+        serialized = self.json(member)
+        _check_program(serialized, self.path, member)
+        state_dict = self._payloads(f"data/weights/{name}_weights_config.json", "data/weights/", "weight_")
+        constants = self._payloads(f"data/constants/{name}_constants_config.json", "data/constants/", "tensor_")
+        from torch._export.serde import schema
+        from torch._export.serde.serialize import ExportedProgramDeserializer, _dict_to_dataclass
+
+        try:
+            program = _dict_to_dataclass(schema.ExportedProgram, serialized)  # type: ignore[no-untyped-call]  # unannotated in torch
+            return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
+        except Exception as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
+            raise ArtifactError(self.path, f"{member} does not deserialize: {type(exc).__name__}: {exc}") from None
+
+    def _payloads(self, config_member: str, directory: str, prefix: str) -> dict[str, Any]:
+        """The tensors of a weights or constants config: raw bytes only (Note [safe loading])."""
+        config = self.json(config_member, 1 << 28)
+        if not isinstance(config, dict) or set(config) != {"config"} or not isinstance(config["config"], dict):
+            raise ArtifactError(self.path, f"{config_member} is not a payload config")
+        bases: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for fqn, meta in config["config"].items():
+            where = f"{config_member} entry {fqn!r}"
+            if not _dotted(fqn):
+                raise ArtifactError(self.path, f"{where}: not a dotted name of identifiers")
+            if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
+                raise ArtifactError(self.path, f"{where}: a pickled payload, which loading would unpickle; refused")
+            path_name = meta.get("path_name")
+            if not isinstance(path_name, str) or not path_name.startswith(prefix) or not path_name[len(prefix) :].isdigit():
+                raise ArtifactError(self.path, f"{where}: {path_name!r} is not a {prefix}<n> payload")
+            out[fqn] = self._tensor(meta, directory + path_name, where, bases)
+        return out
+
+    def _tensor(self, meta: dict[str, Any], member: str, where: str, bases: dict[str, Any]) -> Any:
+        import torch
+        from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
+
+        tm = meta.get("tensor_meta")
+        if not isinstance(tm, dict):
+            raise ArtifactError(self.path, f"{where}: no tensor_meta")
+        dtype = _SERIALIZE_TO_TORCH_DTYPE.get(tm.get("dtype")) if type(tm.get("dtype")) is int else None
+        if dtype is None:
+            raise ArtifactError(self.path, f"{where}: unknown dtype {tm.get('dtype')!r}")
+        sizes, strides, offset = _ints(tm.get("sizes")), _ints(tm.get("strides")), _ints([tm.get("storage_offset")])
+        if sizes is None or strides is None or offset is None or len(sizes) != len(strides):
+            raise ArtifactError(self.path, f"{where}: sizes, strides and offset must be integers, as many sizes as strides")
+        device = tm.get("device")
+        if not isinstance(device, dict) or device.get("type") != "cpu":
+            raise ArtifactError(self.path, f"{where}: only cpu tensors are read, not {device!r}")
+        item = torch.empty((), dtype=dtype).element_size()
+        if member not in bases:
+            data = self.read(member, 1 << 40)
+            if len(data) % item:
+                raise ArtifactError(self.path, f"{member}: {len(data)} bytes is not a whole number of {dtype} items")
+            bases[member] = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
+        base = bases[member]
+        numel = math.prod(sizes)
+        extent = offset[0] + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True)) + 1 if numel else 0
+        if base.dtype != dtype or extent > base.numel() or any(st < 0 for st in strides):
+            raise ArtifactError(self.path, f"{where}: the tensor does not fit the {base.numel()} items of {member}")
+        tensor = torch.as_strided(base, sizes, strides, offset[0]) if numel else torch.empty(sizes, dtype=dtype)
+        if meta.get("is_param") is True:
+            return torch.nn.Parameter(tensor, requires_grad=tm.get("requires_grad") is True)
+        return tensor
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _ints(values: Any) -> list[int] | None:
+    if not isinstance(values, list):
+        return None
+    out = []
+    for v in values:
+        if not isinstance(v, dict) or set(v) != {"as_int"} or type(v["as_int"]) is not int or not 0 <= v["as_int"] < 2**48:
+            return None
+        out.append(v["as_int"])
+    return out
+
+
+def _dotted(name: Any) -> bool:
+    return isinstance(name, str) and bool(name) and all(part.isidentifier() for part in name.split("."))  # a weight's name
+
+
+# ---------------------------------------------------------------------------------------------------
+# what a program may hold (Note [safe loading])
+
+
+def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
+    """Every (path, key, value, owner) of a parsed JSON document."""
+    stack = [(data, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                yield where, key, value, item
+                stack.append((value, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
+
+
+def _check_program(data: Any, source: str, member: str) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("graph_module"), dict):
+        raise ArtifactError(source, f"{member} is not an exported program")
+    for where, key, value, owner in _walk(data):
+        bad = None
+        if key == "target" and "inputs" in owner and "outputs" in owner:
+            bad = None if _allowed_target(value) else f"calls {value!r}, which is not a torch operator"
+        elif key == "target" and value is not None and not _dotted(value):
+            bad = f"names {value!r}, which is not a dotted name"
+        elif key == "expr_str":
+            bad = None if isinstance(value, str) and _sympy_ok(value) else f"has the expression {value!r}, which is not a plain sympy expression"
+        elif key == "guards_code":
+            guards = value if isinstance(value, list) else [value]
+            bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and _guard_ok(g))), None)
+        elif key in ("as_custom_obj", "custom_obj", "as_opaque_obj"):
+            bad = "holds a custom object, which loading would unpickle"
+        if bad is not None:
+            raise ArtifactError(source, f"{member} at {where or '.'}.{key} {bad}")
+
+
+def _allowed_target(target: Any) -> bool:
+    import torch
+
+    if not isinstance(target, str):
+        return False
+    head, _, rest = target.partition(".")
+    if head == "_operator":
+        fn = getattr(operator, rest, None) if rest.isidentifier() else None
+        return callable(fn) and not rest.startswith("_")
+    if head == "math":
+        fn = getattr(math, rest, None) if rest.isidentifier() else None
+        return callable(fn) and not rest.startswith("_")
+    if head != "torch":
+        return False
+    if rest.startswith("sym_") and rest.isidentifier():
+        return callable(getattr(torch, rest, None))
+    parts = rest.split(".")  # torch's dotted target, walked by attribute on torch.ops only
+    if not parts or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
+        return False
+    obj: Any = torch
+    for part in parts:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return False
+    return isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator))
+
+
+_SYMPY_NAMES: frozenset[str] | None = None
+
+
+def _sympy_names() -> frozenset[str]:
+    global _SYMPY_NAMES
+    if _SYMPY_NAMES is None:
+        import sympy
+        import torch.utils._sympy.functions as tf
+
+        classes = {n for n in dir(sympy) if isinstance(getattr(sympy, n), type) and issubclass(getattr(sympy, n), sympy.Basic)}
+        torch_fns = {n for n in dir(tf) if isinstance(getattr(tf, n), type) and issubclass(getattr(tf, n), sympy.Basic)}
+        _SYMPY_NAMES = frozenset(classes | torch_fns | {"oo", "zoo", "nan", "true", "false", "S"})
+    return _SYMPY_NAMES
+
+
+def _sympy_ok(text: str) -> bool:
+    """A symbolic expression as torch writes it (``FloorDiv(Symbol('s0', integer=True), Integer(2))``): calls of
+    sympy classes and torch's sympy functions on literals and on each other, nothing else."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    names = _sympy_names()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in names:
+                return False
+            if any(k.arg not in _SYMPY_KEYWORDS or not isinstance(k.value, ast.Constant) for k in node.keywords):
+                return False
+        elif isinstance(node, ast.Name):
+            if node.id not in names:
+                return False
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float, str, bool)) or (isinstance(node.value, str) and not _name_or_number(node.value)):
+                return False
+        elif not isinstance(node, (ast.Expression, ast.Load, ast.UnaryOp, ast.USub, ast.UAdd, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Pow, ast.keyword)):
+            return False
+    return True
+
+
+def _name_or_number(text: str) -> bool:
+    """A symbol's name or a number's spelling (a Float's first argument): the only strings an expression holds."""
+    if text.isidentifier():
+        return True
+    try:
+        float(text)  # reads a number's spelling; runs nothing
+    except ValueError:
+        return False
+    return True
+
+
+_GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})
+
+
+def _guard_ok(text: str) -> bool:
+    """A guard as torch writes it (``L['x'].size()[0] <= 64``): sizes, strides and numbers of inputs named by
+    identifiers, compared and combined with arithmetic, nothing else."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    allowed = (
+        ast.Expression, ast.Load, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute,
+        ast.Call, ast.Name, ast.Constant, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult,
+        ast.FloorDiv, ast.Mod, ast.Pow, ast.Div, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+    )  # fmt: skip
+    for node in ast.walk(tree):
+        if not isinstance(node, allowed):
+            return False
+        if isinstance(node, ast.Name) and node.id != "L":
+            return False
+        if isinstance(node, ast.Attribute) and node.attr not in _GUARD_CALLS:
+            return False
+        if isinstance(node, ast.Call) and (node.args or node.keywords or not isinstance(node.func, ast.Attribute)):
+            return False
+        if isinstance(node, ast.Constant) and not (
+            isinstance(node.value, (int, float, bool)) or (isinstance(node.value, str) and node.value.isidentifier())
+        ):
+            return False
+    return True

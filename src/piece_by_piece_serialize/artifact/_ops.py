@@ -1,0 +1,92 @@
+"""The operators of a loaded artifact: each backed by its piece's program, or by the user's implementation.
+
+Each operator has the schema the export gave it, ``(Tensor[] tensors, Tensor[] weights, str call) ->
+Tensor[]`` (Note [weights as inputs] in :mod:`..custom_op`). Its kernel runs the piece's own exported program
+on the weights and tensors, and its fake implementation runs the same program under fake tensors, so output
+shapes are exact. A piece without program runs the implementation the user gave (Note [implementations]) on
+the call rebuilt from its structure, and its fake implementation evaluates the shape rules the export learned
+(Note [learned shapes]), with the dtypes and devices recorded.
+
+Imports: :mod:`..custom_op` (the call structure, the shape rules), :mod:`._manifest`; torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..custom_op._calls import Call, flat_outputs, rebuild_arguments
+from ..custom_op._shapes import evaluate
+from ._manifest import CallRecord, OperatorRecord
+
+SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
+
+
+def call_of(record: CallRecord) -> Call:
+    """The :class:`Call` a manifest record stands for, as the wrappers and the runnable module use it."""
+    return Call(
+        record.kinds, record.n_positional, record.keywords, dict(record.constants), record.n_flat, record.caches,
+        frozenset(), record.out_kinds, dict(record.out_constants), record.out_n_flat, record.out_aliases,
+    )  # fmt: skip
+
+
+def dtype_named(name: str) -> torch.dtype | None:
+    """The dtype spelled ``name`` (``"float32"``), looked up among torch's dtypes, or None."""
+    value = getattr(torch, name, None) if name.isidentifier() else None
+    return value if isinstance(value, torch.dtype) else None
+
+
+class LoadedOperator:
+    """One operator of a loaded artifact (see the module docstring)."""
+
+    def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any) -> None:
+        self.qualname = f"{namespace}::{record.name}"
+        self.record = record
+        self.calls = {c.key: (c, call_of(c)) for c in record.calls}
+        self.runner = None if program is None else program.module()
+        self.implementation = implementation
+        self.lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
+        self.lib.define(f"{record.name}{SCHEMA}")  # type: ignore[no-untyped-call]
+        self.lib.impl(record.name, self._real, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
+        torch.library.register_fake(self.qualname, self._fake, lib=self.lib)
+
+    def close(self) -> None:
+        self.lib._destroy()  # type: ignore[no-untyped-call]  # unannotated in torch
+
+    def _lookup(self, key: str) -> tuple[CallRecord, Call]:
+        found = self.calls.get(key)
+        if found is None:
+            raise ValueError(f"{self.qualname}: called with a call structure the artifact does not have: {key}")
+        return found
+
+    def _real(self, tensors: list[Any], weights: list[Any], key: str) -> list[Any]:
+        record, call = self._lookup(key)
+        if self.runner is not None and key == self.record.program_key:
+            return list(self.runner(*weights, *tensors))
+        if self.implementation is None:
+            raise ValueError(f"{self.qualname}: the program of {self.record.piece} computes another call structure than {key}")
+        args, kwargs = rebuild_arguments(call, tensors)
+        params = dict(zip(self.record.weights, weights, strict=True))
+        output = torch.func.functional_call(self.implementation, params, tuple(args), kwargs)
+        given = [*args, *kwargs.values()]
+        kinds, out, constants, _ = flat_outputs(self.qualname, output, [given[i] for i in call.caches])
+        if kinds != record.out_kinds or constants != dict(record.out_constants):
+            raise ValueError(
+                f"{self.qualname}: the implementation of {self.record.piece} returned {kinds} (constants {constants}) "
+                f"where the exported piece returned {record.out_kinds} (constants {dict(record.out_constants)})"
+            )
+        return out
+
+    def _fake(self, tensors: list[Any], weights: list[Any], key: str) -> list[Any]:
+        record, _ = self._lookup(key)
+        if self.runner is not None and key == self.record.program_key:
+            return [t.clone() if any(t is x for x in (*tensors, *weights)) else t for t in self.runner(*weights, *tensors)]
+        if record.rules is None:
+            raise ValueError(f"{self.qualname}: the artifact has no shape rules for {key}; it cannot be traced")
+        sizes = [t.shape for t in tensors]
+        out = []
+        for k, (rules, dtype, device) in enumerate(zip(record.rules, record.out_dtypes, record.out_devices, strict=True)):
+            shape = evaluate(self.qualname, k, rules, sizes)
+            out.append(torch.empty(shape, dtype=dtype_named(dtype), device=torch.device(device)))
+        return out

@@ -1,0 +1,51 @@
+"""A program of flat tensors run as the model: the model's own arguments in, its own output out.
+
+Both the result of an export and a loaded artifact hand the user this module. It flattens a call as the
+operators do (Note [call keys] in :mod:`..custom_op`), refuses a call whose structure is not the one the
+program was exported for, runs the program, and rebuilds the output, writing the caches back into the
+caller's objects (Note [write back]).
+
+Imports: :mod:`..custom_op` (the call structure); torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..custom_op._calls import Call, describe_call, finish_call
+
+
+class CallStructureError(ValueError):
+    """A call of a runnable program whose structure is not the example's."""
+
+    __module__ = "piece_by_piece_serialize.artifact"
+
+
+class FlatProgramModule(torch.nn.Module):
+    """``program`` (a ``torch.export.ExportedProgram`` of flat tensors) called with the model's own arguments."""
+
+    def __init__(self, program: Any, call: Call, key: str, owner: Any, name: str) -> None:
+        super().__init__()
+        self.program = program.module()
+        # plain attributes: the structure, and whatever keeps the program's operators registered
+        self.__dict__["call"] = call
+        self.__dict__["key"] = key
+        self.__dict__["owner"] = owner
+        self.__dict__["name"] = name
+
+    call: Call
+    key: str
+    owner: Any
+    name: str
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        _, tensors, key = describe_call(self.name, args, kwargs)
+        if key != self.key:
+            raise CallStructureError(
+                f"{self.name}: called with {key}, but the program was exported for {self.key}: every call must pass "
+                "the same arguments, the same ones None and the same scalar values as the example"
+            )
+        out = self.program(*tensors)
+        return finish_call(self.call, list(out), [*args, *kwargs.values()])

@@ -1,0 +1,152 @@
+"""A piece that has no program of its own: its state written down, and its module given back by the user.
+
+Note [implementations]
+~~~~~~~~~~~~~~~~~~~~~~
+A piece that cannot be exported (its code branches on data, say) is stored as its weights (the operator's
+inputs in the top program) and the qualified name of its class. Loading it runs that class's code, so the
+class must come from the user, in ``implementations=``: the loader never imports by name. An entry may be
+
+* the class itself: the module is rebuilt from the state written at save time (:class:`ModuleState`), its
+  plain attributes (numbers, strings, booleans, None, and tuples, lists and dicts of them) set, its children
+  rebuilt the same way (``torch.nn``'s own classes are found in ``torch.nn``; others must be given too), its
+  parameters and buffers taken from the weights; ``__init__`` is not called. A piece holding anything else (a
+  config object, a function) cannot be rebuilt from its class, and the error says so by name;
+* an instance of the class, built by the user as the model builds it: the archive's weights replace its
+  own at each call (``torch.func.functional_call``); its parameters and buffers must have the names, shapes
+  and dtypes of the stored ones.
+
+Entries are matched to pieces by the class's qualified name (``module.Class``); a dict maps a piece's dotted
+path to its entry instead.
+
+Imports: :mod:`._manifest`, :mod:`._errors`; torch on use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import ArtifactError
+from ._manifest import ModuleState, Value
+
+# The attributes every torch.nn.Module has (hooks, the parameter tables): restored by Module.__init__, never stored.
+_MODULE_INTERNALS: frozenset[str] | None = None
+
+
+def qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _internals() -> frozenset[str]:
+    global _MODULE_INTERNALS
+    if _MODULE_INTERNALS is None:
+        import torch
+
+        _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - {"training"}
+    return _MODULE_INTERNALS
+
+
+def _storable(v: Any, depth: int = 0) -> bool:
+    if depth > 16:
+        return False
+    if v is None or type(v) in (bool, int, float, str):
+        return True
+    if type(v) in (tuple, list):
+        return all(_storable(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return all(type(k) is str and _storable(x, depth + 1) for k, x in v.items())
+    return False
+
+
+def capture(module: Any) -> ModuleState:
+    """The state of ``module`` and its children that :func:`rebuild` needs (Note [implementations])."""
+    attributes: list[tuple[str, Value]] = []
+    unstorable: list[tuple[str, str]] = []
+    for name, value in module.__dict__.items():
+        if name in _internals() or name.startswith("_pbp_"):
+            continue
+        if _storable(value):
+            attributes.append((name, value))
+        else:
+            unstorable.append((name, qualified(type(value))))
+    return ModuleState(
+        qualified(type(module)),
+        tuple(attributes),
+        tuple(n for n, p in module._parameters.items() if p is not None),
+        tuple(n for n, b in module._buffers.items() if b is not None),
+        tuple(sorted(module._non_persistent_buffers_set)),
+        tuple((n, capture(c)) for n, c in module._modules.items() if c is not None),
+        tuple(unstorable),
+    )
+
+
+def _torch_nn_classes() -> dict[str, type]:
+    import torch
+
+    return {qualified(c): c for c in vars(torch.nn).values() if isinstance(c, type) and issubclass(c, torch.nn.Module)}
+
+
+def resolve(entries: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``implementations`` as (by class qualified name, by piece path), every entry a class or a module."""
+    import torch
+
+    by_class: dict[str, Any] = {}
+    by_path: dict[str, Any] = {}
+    items = entries.items() if isinstance(entries, Mapping) else ((None, e) for e in entries)
+    for path, entry in items:
+        if isinstance(entry, type) and issubclass(entry, torch.nn.Module):
+            key = qualified(entry)
+        elif isinstance(entry, torch.nn.Module):
+            key = qualified(type(entry))
+        else:
+            raise TypeError(f"load_piece_by_piece: implementations holds {entry!r}; give module classes or module instances")
+        if path is None:
+            if key in by_class and by_class[key] is not entry:
+                raise ArtifactError(source, f"implementations gives {key} twice; give a dict by piece path to tell them apart")
+            by_class[key] = entry
+        else:
+            by_path[str(path)] = entry
+    return by_class, by_path
+
+
+def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str, Any], source: str, piece: str, prefix: str = "") -> Any:
+    """The module of ``state``, built from its class without ``__init__`` (Note [implementations])."""
+    import torch
+
+    cls = classes.get(state.cls) or _torch_nn_classes().get(state.cls)
+    where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
+    if cls is None:
+        raise ArtifactError(source, f"{where} is a {state.cls}: pass that class in implementations= (the loader imports nothing by name)")
+    if state.unstorable:
+        held = ", ".join(f"{name} ({kind})" for name, kind in state.unstorable)
+        raise ArtifactError(
+            source,
+            f"{where} holds attributes the archive cannot carry: {held}; pass an instance of {state.cls} in "
+            "implementations= instead of the class",
+        )
+    module: Any = object.__new__(cls)  # no __init__: the state below is the module's (Note [implementations])
+    torch.nn.Module.__init__(module)
+    for name, value in state.attributes:
+        module.__dict__[name] = value
+    for table, names in ((module._parameters, state.parameters), (module._buffers, state.buffers)):
+        for name in names:
+            tensor = weights.get(prefix + name)
+            if tensor is None:
+                raise ArtifactError(source, f"{where}: the archive has no weight {prefix + name}")
+            table[name] = tensor if table is module._buffers or isinstance(tensor, torch.nn.Parameter) else torch.nn.Parameter(tensor, requires_grad=False)
+    module._non_persistent_buffers_set.update(state.non_persistent)
+    for name, child in state.children:
+        module._modules[name] = rebuild(child, weights, classes, source, piece, f"{prefix}{name}.")
+    return module
+
+
+def check_instance(instance: Any, names: tuple[str, ...], weights: list[Any], source: str, piece: str) -> None:
+    """An instance given for a piece must hold every stored weight, with its shape and dtype."""
+    own = {**dict(instance.named_parameters()), **dict(instance.named_buffers())}
+    for name, tensor in zip(names, weights, strict=True):
+        mine = own.get(name)
+        if mine is None or tuple(mine.shape) != tuple(tensor.shape) or mine.dtype != tensor.dtype:
+            what = "has no" if mine is None else f"has a {mine.dtype} {tuple(mine.shape)}"
+            raise ArtifactError(
+                source, f"the instance given for the piece {piece} {what} {name}, where the archive has a {tensor.dtype} {tuple(tensor.shape)}"
+            )
