@@ -56,49 +56,49 @@ def test_good_files_are_clean(capsys, name, n):
 
 
 BAD_TEXT = """\
-bad.schema:2:16: error: {m1}
+bad.schema:2:16: error[syntax]: {m1}
   myops::f(int x,) -> ()
                  ^
-bad.schema:3:20: warning: torch reads 0x10 as the integer 0, not 16
+bad.schema:3:20: warning[misread-number]: torch reads 0x10 as the integer 0, not 16
   myops::g(int flags=0x10) -> ()
                      ^
-bad.schema:4:10: warning: the dispatcher ignores the tensors inside 'Tensor[][]' when it picks a kernel (only Tensor, Tensor?, Tensor[] and Tensor?[] arguments are dispatch inputs)
+bad.schema:4:10: warning[dispatcher-ignores]: the dispatcher ignores the tensors inside 'Tensor[][]' when it picks a kernel (only Tensor, Tensor?, Tensor[] and Tensor?[] arguments are dispatch inputs)
   myops::h(Tensor[][] nested) -> ()
            ^
 checked 3 schemas: 1 error, 2 warnings
 """.format(m1=syntax("myops::f(int x,) -> ()"))
 
 BAD_PYTHON = """\
-bad_ops.py:7:10: error: {m1}
+bad_ops.py:7:10: error[syntax]: {m1}
       "int in) -> Tensor"
            ^
-bad_ops.py:9:15: error: {m2}; Library.define parses schemas with type variables off
+bad_ops.py:9:15: error[typevar]: {m2}; Library.define parses schemas with type variables off
   lib.define("g(t x) -> t")
                 ^
-bad_ops.py:10:35: error: torch.library.define rejects this text: it must start with '(' and have ' -> ' with one space on each side
+bad_ops.py:10:35: error[define-format]: torch.library.define rejects this text: it must start with '(' and have ' -> ' with one space on each side
   torch.library.define("myops::h", "(Tensor x)->Tensor")
                                     ^
-bad_ops.py:13:69: warning: torch reads 1E5 as the integer 1, not 100000.0
+bad_ops.py:13:69: warning[misread-number]: torch reads 1E5 as the integer 1, not 100000.0
   @custom_op("myops::k", mutates_args=(), schema="(Tensor x, Scalar t=1E5) -> Tensor")
                                                                       ^
 checked 4 schemas: 3 errors, 1 warning
 """.format(m1=syntax("f(Tensor x, int in) -> Tensor"), m2=syntax("g(t x) -> t", allow_typevars=False))
 
 BAD_CPP = """\
-bad_ops.cpp:5:14: warning: torch reads the list size '2.5' as 2
+bad_ops.cpp:5:14: warning[misread-size]: torch reads the list size '2.5' as 2
           "int[2.5] size) -> Tensor");
                ^
-bad_ops.cpp:6:62: error: {m1}
+bad_ops.cpp:6:62: error[syntax]: {m1}
     m.def(TORCH_SELECTIVE_SCHEMA("myops::g(Tensor x, float eps=inf) -> Tensor"));
                                                                ^
 checked 2 schemas: 1 error, 1 warning
 """.format(m1=syntax("myops::g(Tensor x, float eps=inf) -> Tensor"))
 
 BAD_YAML = """\
-bad_native.yaml:1:28: error: {m1}
+bad_native.yaml:1:28: error[syntax]: {m1}
   - func: f(Tensor self, int in) -> Tensor
                              ^
-bad_native.yaml:5:13: warning: torch prints the default [1, 1] of an int[] as the single value 1, which parses back only with a fixed size (int[2])
+bad_native.yaml:5:13: warning[no-roundtrip]: torch prints the default [1, 1] of an int[] as the single value 1, which parses back only with a fixed size (int[2])
       int[] x=[1, 1]) -> Tensor
               ^
 checked 2 schemas: 1 error, 1 warning
@@ -129,7 +129,7 @@ def test_warnings_alone_pass_unless_strict(capsys, tmp_path):
     assert code == 0 and out.endswith("checked 1 schema: 0 errors, 1 warning\n")
     code, out, _ = cli(capsys, "schema", "check", "--strict", str(path))
     assert code == 1
-    assert out.splitlines()[0] == f"{path}:1:20: error: torch reads 0x10 as the integer 0, not 16"
+    assert out.splitlines()[0] == f"{path}:1:20: error[misread-number]: torch reads 0x10 as the integer 0, not 16"
     assert out.endswith("checked 1 schema: 1 error, 0 warnings\n")
 
 
@@ -158,7 +158,7 @@ def test_stdin(capsys, monkeypatch):
     code, out, _ = cli(capsys, "schema", "check", "-")
     assert code == 1
     assert out.splitlines()[:3] == [
-        f"<stdin>:3:16: error: {syntax('myops::g(int x=) -> ()')}",
+        f"<stdin>:3:16: error[syntax]: {syntax('myops::g(int x=) -> ()')}",
         "  myops::g(int x=) -> ()",
         "                 ^",
     ]
@@ -263,7 +263,7 @@ def test_format_check(capsys, tmp_path):
     path.write_text("myops::ok(Tensor x) -> Tensor\nmyops::f(Tensor  x)->Tensor\n")
     assert cli(capsys, "schema", "format", "--check", str(path)) == (
         1,
-        f"{path}:2:17: error: schema is not in canonical form\n"
+        f"{path}:2:17: error[not-canonical]: schema is not in canonical form\n"
         "  myops::f(Tensor  x)->Tensor\n"
         "                  ^\n"
         "  canonical: myops::f(Tensor x) -> Tensor\n",
@@ -275,7 +275,7 @@ def test_format_reports_syntax_errors_on_stderr(capsys):
     code, out, err = cli(capsys, "schema", "format", "bad.schema")
     assert code == 1
     assert out == "myops::g(int flags=0) -> ()\nmyops::h(Tensor[][] nested) -> ()\n"
-    assert err.splitlines()[0] == f"bad.schema:2:16: error: {syntax('myops::f(int x,) -> ()')}"
+    assert err.splitlines()[0] == f"bad.schema:2:16: error[syntax]: {syntax('myops::f(int x,) -> ()')}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -495,4 +495,4 @@ def test_byte_order_mark_does_not_shift_columns(capsys, tmp_path):
     path.write_bytes(b'\xef\xbb\xbfimport torch\nlib = torch.library.Library("m", "DEF")\nlib.define("f(int x,) -> ()")\n')
     code, out, _ = cli(capsys, "schema", "check", "--quiet", str(path))
     assert code == 1
-    assert out.splitlines()[0].startswith(f"{path}:3:21: error: ")
+    assert out.splitlines()[0].startswith(f"{path}:3:21: error[syntax]: ")

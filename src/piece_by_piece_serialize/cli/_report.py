@@ -1,7 +1,7 @@
 """Where ``schema check`` findings go: text, JSON lines, GitHub workflow commands or one SARIF 2.1.0 document.
 
 Every format carries the same findings and the same exit code (0 clean, 1 findings, 2 usage or I/O
-error). ``text`` prints ``path:line:col: severity: message`` with the source line and a caret, and the
+error). ``text`` prints ``path:line:col: severity[code]: message`` with the source line and a caret, and the
 summary on stdout; the machine formats keep stdout for records and put the summary on stderr. Files that
 cannot be read are always named on stderr; ``github`` also annotates them and ``sarif`` lists them as
 tool execution notifications of a failed invocation.
