@@ -136,13 +136,14 @@ ALLOWED = {
     "errors": {"_diagnostics"},
     "_diagnostics": set(),
     "_lalr": set(),
+    "_optional": set(),
     "schema": {"_lalr", "errors", "_diagnostics"},
-    "treespec_name": {"_lalr", "errors", "_diagnostics"},
+    "treespec_name": {"_lalr", "errors", "_diagnostics", "_optional"},
     "type_info": {"_lalr", "errors", "_diagnostics", "treespec_name"},
-    "serialize": {"errors", "schema", "treespec_name", "type_info"},
+    "serialize": {"errors", "schema", "treespec_name", "type_info", "_optional"},
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
-    "cli": {"_lalr", "errors", "_diagnostics", "schema", "treespec_name", "type_info", "serialize", "custom_op", ""},
+    "cli": {"_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "serialize", "custom_op", ""},
     "__main__": {"cli"},
     "": {"errors"},  # the package itself: everything else is loaded lazily, on first attribute access
 }

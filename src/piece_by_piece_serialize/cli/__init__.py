@@ -5,7 +5,8 @@ A thin argparse layer over the library. Each subcommand maps to one function ret
 2 usage or I/O errors. User errors never show a traceback. Start-up stays light: this module imports
 only the standard library at load time; ``schema`` commands load the schema parser (the table-driven
 engine, not lark) when they first parse, and torch is imported only by the commands that need it
-(``schema check`` with no path, ``name decode`` of a TreeSpec name, ``name encode``, ``demo``).
+(``schema check`` with no path, ``name encode``, ``demo``); when it is not installed they exit 2 with the
+line that installs it (torch and transformers are extras: :mod:`.._optional`).
 
 Imports, each inside the handler that needs it: :mod:`._check` (``schema check``), :mod:`._format`
 (``schema format``, ``schema names`` and argument errors), :mod:`._structure`, :mod:`._demo` and the
@@ -153,6 +154,15 @@ def run(argv: Sequence[str]) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     try:
         return int(args.handler(args))
+    except ModuleNotFoundError as exc:
+        from .._optional import EXTRAS, missing_torch
+
+        if exc.name not in EXTRAS:
+            raise
+        # torch and transformers are extras: say which command needed which, and the line that installs it
+        command = " ".join(word for word in (args.command, getattr(args, f"{args.command}_command", None)) if word)
+        print(f"{PROG}: error: {missing_torch(f'{PROG} {command}', exc.name)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -226,13 +236,16 @@ def _cmd_name_encode(args: argparse.Namespace) -> int:
     except TreeSpecNameError as exc:
         print_argument_error("<description>", exc)
         return 1
+    from .._optional import import_torch
+
+    import_torch(f"{PROG} name encode")
     from torch.utils._pytree import tree_flatten
 
     from ..treespec_name import tree_spec_as_name
 
-    leaves, spec = tree_flatten(structure)
+    _, spec = tree_flatten(structure)
     try:
-        print(tree_spec_as_name(spec, len(leaves)))
+        print(tree_spec_as_name(spec))
     except TreeSpecNameError as exc:  # pragma: no cover - every describable structure is encodable
         print(f"{PROG}: error: {exc.msg}", file=sys.stderr)
         return 1

@@ -35,7 +35,8 @@ Layout and imports: the public functions are defined here; :mod:`._flatten` hold
 (:func:`_kind`, the compact-key rule), :mod:`._rebuild` the rebuild (steps and general route), :mod:`._copy`
 the copy, and :mod:`._caches` with its layer modules the transformers caches. The package may import
 :mod:`..errors`, :mod:`..schema`, :mod:`..treespec_name` and :mod:`..type_info`, never the custom-op layer
-or the CLI above it; torch and transformers are imported on first use only.
+or the CLI above it; torch and transformers are imported on first use only, torch through
+:mod:`.._optional`, which says how to install it when it is missing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._optional import import_torch
 from ..type_info import CacheLeaf, TensorDictInfo, TensorInfo, TreeSpecInfo, TreeWithCachesInfo
 from . import _caches, _copy, _flatten, _rebuild
 from ._copy import _copy as _copy_value
@@ -91,8 +93,8 @@ _Tensor: Any = None
 
 def _setup() -> None:
     global _Tensor
-    import torch
-
+    # the one place a missing torch is reported for the whole serializer (the submodules import it after this)
+    torch = import_torch("piece_by_piece_serialize.serialize (serialize_args, deserialize_args, ...)")
     _flatten._setup()
     _rebuild._setup()
     _copy._setup()

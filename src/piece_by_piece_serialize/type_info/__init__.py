@@ -13,8 +13,8 @@ this module holds the public entry points: parsing (cached) and the pretty view.
   strings belong to the TreeSpec-name language family), never a lark exception.
 
 Imports: :mod:`._ast`, :mod:`._cache_kinds` and the error class at import time; the parser
-(:mod:`._transform`) on first parse, and :mod:`..treespec_name` (which imports torch) only when a ``___``
-TreeSpec name must be shown. Never lark.
+(:mod:`._transform`) on first parse, and :mod:`..treespec_name` when a ``___`` TreeSpec name is read (torch only
+when it is decoded into a TreeSpec: :func:`pretty_type_info` never imports torch). Never lark.
 """
 
 from __future__ import annotations
@@ -184,10 +184,15 @@ def pretty_type_info(text: str) -> str:
     """Show a type-info string as an indented tree, one line per part.
 
     Accepts anything :func:`parse_type_info` accepts; a ``___`` TreeSpec name is shown by
-    ``treespec_name.pretty_name``. Returns the text (lines joined by ``"\\n"``, no trailing newline).
-    Raises :class:`TreeSpecNameError` on malformed input.
+    ``treespec_name.pretty_name``. Needs no torch: the types a TreeSpec name refers to are shown, not looked
+    up. Returns the text (lines joined by ``"\\n"``, no trailing newline).
+    Raises :class:`TreeSpecNameError` on malformed input, and ``TypeError`` when ``text`` is not a ``str``.
     """
-    info = parse_type_info(text)
+    if not isinstance(text, str):
+        raise TypeError(f"a type-info string must be a str, got {type(text).__name__}")
+    from ._transform import parse
+
+    info = parse(text, resolve=False) if len(text) <= MAX_TYPE_INFO_LENGTH else _parse(text)
     if isinstance(info, TreeSpecInfo):
         from ..treespec_name import pretty_name
 
