@@ -111,7 +111,11 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
         except SchemaError as exc:
             findings.append(_typevar_finding(site, schema, exc))
     for lint in lint_schema(schema, site.text, site.context):
-        findings.append(site_finding(site, lint.offset, lint.severity, lint.code, lint.message))
+        message = lint.message
+        if lint.related is not None:
+            line, column = site.where(lint.related)  # the other position, in the file's terms
+            message += f"; the first is at line {line}, column {column}"
+        findings.append(site_finding(site, lint.offset, lint.severity, lint.code, message))
     findings.sort(key=lambda f: (f.line, f.column))
     return SiteResult(findings, schema)
 
@@ -277,6 +281,12 @@ class TorchSummary:
     warnings: int
     by_code: Counter[str]
     version: str
+
+    @property
+    def disagreements(self) -> int:
+        """Errors that say our parser and torch's differ (the other errors are lint findings in torch's own
+        schemas: its registry holds ``static_runtime::clamp_nan_to_num(..., float? posinf, float? posinf)``)."""
+        return sum(n for key, n in self.by_code.items() if key.startswith("error torch-"))
 
     def lines(self) -> list[str]:
         out = [
