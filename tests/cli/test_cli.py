@@ -257,6 +257,44 @@ def test_format_prints_canonical_forms(capsys, tmp_path):
     )
 
 
+def test_format_shortest(capsys, tmp_path):
+    path = tmp_path / "f.schema"
+    path.write_text("myops::norm(Tensor x, float eps=1e-05, float[] w=[0.1, 2.], Scalar s=0.25) -> Tensor\n")
+    torch_print = str(torch._C.parse_schema(path.read_text().strip()))
+    assert torch_print == "myops::norm(Tensor x, float eps=1.0000000000000001e-05, float[] w=[0.10000000000000001, 2.], Scalar s=0.25) -> Tensor"
+    assert cli(capsys, "schema", "format", str(path)) == (0, torch_print + "\n", "")
+    shortest = "myops::norm(Tensor x, float eps=1e-05, float[] w=[0.1, 2.], Scalar s=0.25) -> Tensor"
+    assert cli(capsys, "schema", "format", "--shortest", str(path)) == (0, shortest + "\n", "")
+    # either spelling passes --check; a third shows both
+    assert cli(capsys, "schema", "format", "--check", str(path)) == (0, "", "")
+    path.write_text(torch_print + "\n")
+    assert cli(capsys, "schema", "format", "--check", str(path)) == (0, "", "")
+    path.write_text("myops::norm(Tensor x, float eps=0.00001, float[] w=[0.1, 2.], Scalar s=0.25) -> Tensor\n")
+    code, out, _ = cli(capsys, "schema", "format", "--check", str(path))
+    assert code == 1 and out.splitlines()[-2:] == [f"  canonical: {torch_print}", f"  shortest:  {shortest}"]
+
+
+@pytest.mark.slow
+def test_shortest_spelling_reads_back_the_same_in_torch():
+    # over every schema torch registers: the shortest print parses in torch to the very same schema and defaults
+    from piece_by_piece_serialize.schema import parse_schema, print_shortest
+
+    shorter = 0
+    for registered in torch._C._jit_get_all_schemas():
+        printed = str(registered)
+        try:
+            ours = parse_schema(printed, allow_typevars=True)
+        except ValueError:
+            continue  # torch's own unreadable prints (the torch-own-print note)
+        short = print_shortest(ours)
+        back = torch._C.parse_schema(short)
+        assert back == registered, short
+        assert [repr(a.default_value) for a in back.arguments] == [repr(a.default_value) for a in registered.arguments]
+        assert parse_schema(short, allow_typevars=True) == ours
+        shorter += short != printed
+    assert shorter >= 10  # e.g. eps=1e-05 in the norms, where torch prints 1.0000000000000001e-05
+
+
 def test_format_check(capsys, tmp_path):
     assert cli(capsys, "schema", "format", "--check", "good.schema", "good_native.yaml", "good_ops.cpp") == (0, "", "")
     path = tmp_path / "f.schema"
@@ -380,6 +418,42 @@ def test_not_utf8_exits_2(capsys, tmp_path):
 def test_help_exits_0(capsys):
     code, out, _ = cli(capsys, "schema", "check", "--help")
     assert code == 0 and "--strict" in out and "--format" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["schema", "check"], ["schema", "format"], ["schema", "names"], ["name", "decode"], ["name", "encode"], ["demo"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_every_subcommand_has_a_description(capsys, argv):
+    code, out, _ = cli(capsys, *argv, "--help")
+    usage, _, rest = out.partition("\n\n")
+    description = rest.partition("\n\n")[0]
+    assert code == 0 and usage.startswith(f"usage: pbp-serialize {' '.join(argv)} ")
+    assert len(description.split()) >= 20  # a paragraph that says what the command does, not just its name
+
+
+def test_top_level_help_describes_every_command(capsys):
+    code, out, _ = cli(capsys, "--help")
+    demo = " ".join(out[out.index("    demo ") :].split("options:")[0].split())
+    assert code == 0 and "custom operators" in demo and "torch.export" in demo
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["schema", "check", "--bogus", "x.schema"], "usage: pbp-serialize schema check "),
+        (["schema", "format", "--strict"], "usage: pbp-serialize schema format "),
+        (["name", "decode", "x", "y"], "usage: pbp-serialize name decode "),
+        (["demo", "--fast"], "usage: pbp-serialize demo "),
+    ],
+    ids=["check", "format", "decode", "demo"],
+)
+def test_unknown_arguments_show_the_subcommands_usage(capsys, argv, usage):
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(usage)
+    assert err.splitlines()[-1].startswith(f"{usage.removeprefix('usage: ').rstrip()}: error: unrecognized arguments: ")
 
 
 # ------------------------------------------------------------------------------------------------
