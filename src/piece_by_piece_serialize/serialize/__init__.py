@@ -55,6 +55,7 @@ from ._flatten import (
     _K_NONE,
     _K_SCALAR,
     _K_TENSOR,
+    OpaqueLeafError,
     _argument,
     _compact_key,
     _expand_caches,
@@ -78,6 +79,7 @@ __all__ = [
     "deserialize_args_kwargs",
     "extract_names_from_schema",
     "make_copy",
+    "OpaqueLeafError",
     "serialize_args",
     "serialize_one",
     "tree_spec_as_name",
@@ -153,7 +155,7 @@ def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tenso
     if kind == _K_CACHE:
         # checked as type_as_str_with_info checks it (serialize_args takes the fast route of Note [fast layers])
         return _caches.flatten(obj, _caches.describe(obj, _argument(name, schema)))
-    leaves, _, caches = _flatten_tree(obj)
+    leaves, _, caches = _flatten_tree(obj, _argument(name, schema))
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
 
@@ -212,23 +214,28 @@ def serialize_args(
 ) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
     """Flatten positional and keyword arguments before calling a custom operator.
 
-    Accepts ``args`` (a tuple or list of positional arguments, or a single tensor), ``kwargs`` (``None``,
-    or a dict of keyword arguments), ``schema`` (the operator's schema, used for parameter names when
-    ``args_names`` is not given; may be ``None``) and ``args_names`` (the ordered parameter names).
-    Returns, with ``kwargs=None``: the tensor itself when ``args`` is a tensor, else the flat tuple;
-    with ``kwargs={}``: ``(flat_tuple, {})``; otherwise ``(flat_tuple, {})`` where, after the
-    positional arguments, every named parameter is filled in order (``None`` when not passed) and the
-    remaining keyword arguments (``**kwargs``) follow in their order. Each argument is flattened by
-    :func:`serialize_one`.
-    Raises ``TypeError`` for arguments of the wrong type or passed twice, ``ValueError`` when
-    keyword arguments are given without any way to know the parameter order.
+    Accepts ``args`` (a tuple or list of positional arguments), ``kwargs`` (``None``, or a dict of keyword
+    arguments), ``schema`` (the operator's schema, used for parameter names when ``args_names`` is not given;
+    may be ``None``) and ``args_names`` (the ordered parameter names).
+    Returns, with ``kwargs=None``: the flat tuple; with ``kwargs={}``: ``(flat_tuple, {})``; otherwise
+    ``(flat_tuple, {})`` where, after the positional arguments, every named parameter is filled in order
+    (``None`` when not passed) and the remaining keyword arguments (``**kwargs``) follow in their order. Each
+    argument is flattened by :func:`serialize_one`.
+    Raises ``TypeError`` for a bare tensor as ``args`` (the original module returned it as is, so that
+    ``op(*serialize_args(x, None, None))`` silently unpacked its rows: write ``(x,)``), for arguments of the
+    wrong type or passed twice, and :class:`OpaqueLeafError` (a ``TypeError``) for an object pytree does not
+    open (a dataclass not registered with ``torch.utils._pytree.register_dataclass``, a set, an object of your
+    own class); ``ValueError`` when keyword arguments are given without any way to know the parameter order.
     """
     if _Tensor is None:
         _setup()
     if isinstance(args, _Tensor):
-        positional: Sequence[Any] = (args,)
-    elif type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
-        positional = args
+        raise TypeError(
+            "serialize_args: args must be the tuple (or list) of positional arguments, got a Tensor; write "
+            "serialize_args((x,), ...) for one tensor argument"
+        )
+    if type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
+        positional: Sequence[Any] = args
     else:  # a dict, a namedtuple, a cache...: one positional argument
         positional = (args,)
     flat: list[Any] = []
@@ -240,7 +247,7 @@ def serialize_args(
 
     if not kwargs:
         if kwargs is None:
-            return args if isinstance(args, _Tensor) else tuple(flat)
+            return tuple(flat)
         if not isinstance(kwargs, dict):
             raise TypeError(f"serialize_args: kwargs must be a dict or None, got {type(kwargs).__name__}")
         return tuple(flat), {}
