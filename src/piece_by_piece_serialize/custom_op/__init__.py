@@ -76,7 +76,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ..serialize import _caches, deserialize_args, serialize_args, type_as_str_with_info
+from ..serialize import OpaqueLeafError, _caches, deserialize_args, serialize_args, type_as_str_with_info
 from ..type_info import TreeWithCachesInfo, _parse_cached
 from ._error import CustomOpError
 from ._shapes import Rule, evaluate, learn
@@ -142,7 +142,11 @@ def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
     if _caches.is_cache(value):
         info = _caches.describe(value, what)
         return str(info), _caches.flatten(value, info)
-    flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
+    try:
+        flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
+    except OpaqueLeafError as exc:  # an object pytree does not open: said in terms of this call's argument
+        raise CustomOpError(f"{what}{' at ' + exc.path if exc.path else ''} holds a {exc.leaf_type.__qualname__}, which a "
+                            f"custom operator cannot carry; {exc.how}") from None
     return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
 
 
