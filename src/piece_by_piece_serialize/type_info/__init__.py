@@ -164,9 +164,12 @@ def _pretty_cache_head(name: str, cache: CacheInfo) -> str:
     n = cache.n_layers
     items = f"{cache.n_items} item{'s' if cache.n_items != 1 else ''}" if cache.n_items else "no items"
     head = f"{name} ({n} layer{'s' if n != 1 else ''}, {items})"
-    notes = [p.meaning for p in CACHE_OPTIONS if cache.option(p.letter)]
+    notes = [p.meaning for p in CACHE_OPTIONS if cache.option(p.letter) and not p.number]
     if cache.leading_items:
         notes.append("first item " + ", ".join(cache.leading_items))
+    lists = cache_kind(cache.name).lists  # type: ignore[union-attr]  # the node checked its name
+    if lists:
+        notes.append(f"{' and '.join(lists)} of {cache.list_length} entr{'y' if cache.list_length == 1 else 'ies'}")
     return head + "".join(f"; {note}" for note in notes)
 
 

@@ -334,7 +334,9 @@ class CacheInfo(TypeInfo):
         object.__setattr__(self, "options", _normalise_params(self.options, CACHE_OPTIONS, what))
         if self.option("p") and not self.option("o"):
             raise ValueError(f"{what}: 'p' (only_non_sliding=True) needs 'o' (offloading=True)")
-        total = len(spec.leading_items)
+        if self.option("l") and not spec.lists:
+            raise ValueError(f"{what}: 'l' (the length of registered lists) is for a class registered with lists=")
+        total = len(spec.leading_items) + self.list_length * len(spec.lists)
         layers = 0
         for i, run in enumerate(self.runs):
             if run.count < 1 or (i and self.runs[i - 1].layer == run.layer):
@@ -358,6 +360,11 @@ class CacheInfo(TypeInfo):
 
     def option(self, letter: str) -> bool:
         return any(p == letter for p, _ in self.options)
+
+    @property
+    def list_length(self) -> int:
+        """The length of each registered list attribute (the ``l`` parameter; 0 when absent)."""
+        return next((value or 0 for letter, value in self.options if letter == "l"), 0)
 
     @property
     def leading_items(self) -> tuple[str, ...]:
