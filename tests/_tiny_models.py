@@ -184,3 +184,24 @@ def register_minimax_cache() -> Any:
     if cache_kind("MiniMaxCache") is None:
         register_cache_class(MiniMaxCache, like=DynamicCache, lists={"linear_cache": list})
     return MiniMaxCache
+
+
+def gemma3n() -> Any:
+    """The text model of Gemma3n: its last layers of each attention type reuse the keys and values of the layers
+    before them through a KVSharingDict (``num_kv_shared_layers=2``); altup and laurel blocks, per-layer inputs."""
+    from transformers import Gemma3nForCausalLM, Gemma3nTextConfig
+
+    cfg = Gemma3nTextConfig(
+        **{**_COMMON, "num_hidden_layers": 4},
+        vocab_size_per_layer_input=VOCAB,
+        hidden_size_per_layer_input=8,
+        sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        num_kv_shared_layers=2,
+        laurel_rank=4,
+        altup_num_inputs=2,
+        activation_sparsity_pattern=[0.0] * 4,
+    )
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return Gemma3nForCausalLM(cfg).eval()

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._optional import import_torch
 from ..type_info import CacheLeaf, TensorDictInfo, TensorInfo, TreeSpecInfo, TreeWithCachesInfo
-from . import _caches, _copy, _flatten, _rebuild
+from . import _caches, _copy, _flatten, _kv_sharing, _rebuild
 from ._copy import _copy as _copy_value
 from ._flatten import (
     _K_CACHE,
@@ -54,6 +54,7 @@ from ._flatten import (
     _K_LIST,
     _K_NONE,
     _K_SCALAR,
+    _K_SHARED,
     _K_TENSOR,
     OpaqueLeafError,
     _argument,
@@ -155,6 +156,9 @@ def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tenso
     if kind == _K_CACHE:
         # checked as type_as_str_with_info checks it (serialize_args takes the fast route of Note [fast layers])
         return _caches.flatten(obj, _caches.describe(obj, _argument(name, schema)))
+    if kind == _K_SHARED:
+        _kv_sharing.describe(obj, _argument(name, schema))
+        return _kv_sharing.flatten(obj)
     leaves, _, caches = _flatten_tree(obj, _argument(name, schema))
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
@@ -186,6 +190,8 @@ def type_as_str_with_info(obj: Any) -> str:
         return str(TensorDictInfo(tuple(obj)))
     if kind == _K_CACHE:
         return str(_caches.describe(obj, "value"))
+    if kind == _K_SHARED:
+        return str(_kv_sharing.describe(obj, "value"))
     from ..treespec_name import tree_spec_as_name
 
     leaves, spec, caches = _flatten_tree(obj)

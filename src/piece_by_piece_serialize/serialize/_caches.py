@@ -48,6 +48,7 @@ from ..type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerI
 from ..type_info._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
 from . import _cache_fast as _fast
 from . import _cache_layers as L
+from . import _kv_sharing
 from ._cache_fast import _is_updated, _stream
 from ._layer_adapters import bind_torch, make_adapter
 
@@ -319,6 +320,11 @@ def cache_module() -> Any:
     return sys.modules.get(_MODULE)
 
 
+def is_written_back(obj: Any) -> bool:
+    """Whether a custom operator writes ``obj`` back after the call: a cache, or a KVSharingDict."""
+    return is_cache(obj) or _kv_sharing.is_kv_sharing(obj)
+
+
 def is_cache(obj: Any) -> bool:
     """Whether ``obj`` is any transformers ``Cache`` (supported or not) or a registered cache class."""
     cu = sys.modules.get(_MODULE)
@@ -530,6 +536,8 @@ def write_back(dst: Any, src: Any) -> None:
     """
     if type(dst) is not type(src):
         raise TypeError(f"write_back: cannot write a {type(src).__qualname__} into a {type(dst).__qualname__}")
+    if _kv_sharing.is_kv_sharing(dst):  # the other argument layers share and mutate (Note [shared arguments])
+        return _kv_sharing.write_back(dst, src)
     if hasattr(src, "self_attention_cache"):
         write_back(dst.self_attention_cache, src.self_attention_cache)
         write_back(dst.cross_attention_cache, src.cross_attention_cache)
@@ -584,6 +592,7 @@ __all__ = [
     "flatten_into",
     "flatten_supported",
     "is_cache",
+    "is_written_back",
     "rebuild",
     "write_back",
 ]

@@ -14,7 +14,7 @@ import dataclasses
 import enum
 from typing import Any
 
-from . import _caches
+from . import _caches, _kv_sharing
 
 # torch objects, bound on first use by _setup (called by the package's own _setup)
 _Tensor: Any = None
@@ -34,7 +34,7 @@ def _setup() -> None:
     _Tensor = torch.Tensor
 
 # _kind() results
-_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE = range(7)
+_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE, _K_SHARED = range(8)
 _SCALAR_NAMES = {bool: "bool", int: "int", float: "float"}
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -88,6 +88,8 @@ def _kind(obj: Any) -> int:
         return _K_DICT
     if _caches.is_cache(obj):
         return _K_CACHE
+    if _kv_sharing.is_kv_sharing(obj):
+        return _K_SHARED
     return _K_TREE
 
 

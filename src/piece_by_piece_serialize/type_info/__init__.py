@@ -29,6 +29,7 @@ from ._ast import (
     CacheInfo,
     CacheLeaf,
     EncoderDecoderCacheInfo,
+    KVSharingInfo,
     LayerInfo,
     LayerRun,
     LinearState,
@@ -62,6 +63,7 @@ __all__ = [
     "CacheInfo",
     "CacheLeaf",
     "EncoderDecoderCacheInfo",
+    "KVSharingInfo",
     "LayerInfo",
     "LayerRun",
     "LinearState",
@@ -224,4 +226,9 @@ def pretty_type_info(text: str) -> str:
         return "\n".join(lines)
     if isinstance(info, (CacheInfo, EncoderDecoderCacheInfo)):
         return "\n".join(_pretty_cache(info))
+    if isinstance(info, KVSharingInfo):
+        n = len(info.entries)
+        lines = [f"KVSharingDict ({n} key{'s' if n != 1 else ''}, {info.n_items} tensors: keys and values shared between layers)"]
+        lines.extend(f"  {key!r}: {count} tensor{'s' if count != 1 else ''}" for key, count in info.entries)
+        return "\n".join(lines)
     raise AssertionError(f"unhandled type-info node {type(info).__name__}")  # pragma: no cover

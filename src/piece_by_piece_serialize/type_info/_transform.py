@@ -53,6 +53,7 @@ _DISPLAY = {
     "KEY": "a dict key",
     "TREESPEC_NAME": "a TreeSpec name",
     "WITH_CACHES": "'WithCaches'",
+    "KV_SHARING_DICT": "'KVSharingDict'",
     "$END": "end of input",
     "<END-OF-FILE>": "end of input",
 }
@@ -112,6 +113,19 @@ class _ToAst:
                 raise Refused(f"duplicate dict key {tok.value!r}", tok.start_pos)
             seen.add(tok.value)
         return ti.TensorDictInfo(tuple(tok.value for tok in keys))
+
+    def kv_sharing(self, c: list[Any]) -> ti.TypeInfo:
+        count = c[2]
+        keys = [tok for tok in c[3:] if isinstance(tok, Token) and tok.type == "KEY"]
+        counts = [tok for tok in c[3:] if isinstance(tok, Token) and tok.type in ("COUNT", "ZERO")]
+        if int(count.value) != len(keys):
+            raise Refused(f"KVSharingDict_{count.value} announces {count.value} keys but {len(keys)} follow", count.start_pos)
+        seen: set[str] = set()
+        for tok in keys:
+            if tok.value in seen:
+                raise Refused(f"duplicate key {tok.value!r}", tok.start_pos)
+            seen.add(tok.value)
+        return ti.KVSharingInfo(tuple((k.value, int(n.value)) for k, n in zip(keys, counts, strict=True)))
 
     # caches ------------------------------------------------------------------------------------
 
