@@ -175,7 +175,7 @@ def _describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tupl
     caches: list[int] = []
     cache_tensors: list[int] = []
     for i, (value, kind) in enumerate(zip(values, kinds)):  # noqa: B905 - a kind per value
-        if _caches.is_cache(value):
+        if _caches.is_written_back(value):  # a cache, or a KVSharingDict (Note [shared arguments] in serialize._kv_sharing)
             caches.append(i)
             cache_tensors.extend(range(ends[i - 1] if i else 0, ends[i]))
         elif isinstance(_parse_cached(kind), TreeWithCachesInfo):
