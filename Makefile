@@ -1,5 +1,5 @@
 # Two commands set everything up on a fresh machine with only Python 3.11:
-#   make demo   -- creates .venv, installs the package with transformers, runs the main job on a tiny Llama
+#   make demo   -- creates .venv, installs the package with its torch and transformers extras, runs the main job on a tiny Llama
 #   make test   -- creates .venv, installs with the test extras, runs ruff and mypy --strict, then the whole test suite
 # `make venv` alone creates or updates .venv; it is a no-op when pyproject.toml and constraints.txt are unchanged.
 # `make docs` builds the documentation site (docs/, mkdocs.yml) strictly into site/.
@@ -10,7 +10,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
-# The dev/CI environment pins torch to the CPU wheel on disk (constraints.txt); pyproject.toml keeps a range.
+# The dev/CI environment pins torch to the CPU wheel on disk (constraints.txt); pyproject.toml keeps a range, and
+# torch is an extra (the schema tooling installs without it): the transformers and test extras bring it.
 PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
@@ -57,7 +58,7 @@ bench: venv-test
 docs: venv-test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict -d site
 
-# Regenerate the LALR tables in src/piece_by_piece_serialize/_tables/ after editing a grammar (tests check they agree).
+# Regenerate the LALR tables in src/piece_by_piece_serialize/_lalr/_generated/ after editing a grammar (tests check they agree).
 tables: venv
 	$(BIN)/python -m piece_by_piece_serialize._lalr.build
 

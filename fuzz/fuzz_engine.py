@@ -3,7 +3,7 @@
 Run: ``python fuzz/fuzz_engine.py [libFuzzer flags] [corpus dirs]``.
 
 Schemas, TreeSpec names, type-info strings and structure descriptions are parsed by
-``piece_by_piece_serialize._lalr.engine`` from tables that lark computed from the grammars (``_tables/``); lark's own
+``piece_by_piece_serialize._lalr.engine`` from tables that lark computed from the grammars (``_lalr/_generated/``); lark's own
 run time is the reference. The first byte picks the grammar (its two low bits: 0 schema, 1 TreeSpec name,
 2 type-info, 3 structure; the seeds written before the last two existed had 0 or 1 there); the rest, decoded
 as UTF-8 with replacement, is the text. Property: lark (no

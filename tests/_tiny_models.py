@@ -163,3 +163,45 @@ def encoder_decoder_decode(model: Any, cache: Any, encoder: Any, steps: int, see
             step = model(encoder_outputs=encoder, decoder_input_ids=ids(1, seed=seed + i), cache=cache, use_cache=True)
         out.append(step.logits)
     return out
+
+
+def minimax() -> Any:
+    """Lightning (linear) attention and full attention layers in turn, with its own cache class, MiniMaxCache,
+    which keeps one entry per linear layer in a list (``[]`` for the attention layers)."""
+    cfg = config("minimax", num_hidden_layers=4, num_local_experts=2, num_experts_per_tok=1, block_size=4,
+                 layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])
+    return _causal(cfg)
+
+
+def register_minimax_cache() -> Any:
+    """MiniMaxCache registered with the serializer (once per process): a DynamicCache plus its list."""
+    from transformers import DynamicCache
+    from transformers.models.minimax.modeling_minimax import MiniMaxCache
+
+    from piece_by_piece_serialize import register_cache_class
+    from piece_by_piece_serialize.type_info import cache_kind
+
+    if cache_kind("MiniMaxCache") is None:
+        register_cache_class(MiniMaxCache, like=DynamicCache, lists={"linear_cache": list})
+    return MiniMaxCache
+
+
+def gemma3n() -> Any:
+    """The text model of Gemma3n: its last layers of each attention type reuse the keys and values of the layers
+    before them through a KVSharingDict (``num_kv_shared_layers=2``); altup and laurel blocks, per-layer inputs."""
+    from transformers import Gemma3nForCausalLM, Gemma3nTextConfig
+
+    cfg = Gemma3nTextConfig(
+        **{**_COMMON, "num_hidden_layers": 4},
+        vocab_size_per_layer_input=VOCAB,
+        hidden_size_per_layer_input=8,
+        sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        num_kv_shared_layers=2,
+        laurel_rank=4,
+        altup_num_inputs=2,
+        activation_sparsity_pattern=[0.0] * 4,
+    )
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return Gemma3nForCausalLM(cfg).eval()

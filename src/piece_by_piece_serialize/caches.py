@@ -28,7 +28,7 @@ Imports: the cache vocabulary of :mod:`.type_info` at import time, the registry 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .type_info import _cache_kinds as K
@@ -66,14 +66,19 @@ def register_cache_class(
     name: str | None = None,
     tensors: Sequence[str] = (),
     counts: Sequence[str] = (),
+    lists: Sequence[str] | Mapping[str, Callable[[], Any] | None] = (),
 ) -> str:
     """Let the serializer carry objects of ``cls``, a cache class that holds what ``like`` holds and more.
 
     ``like`` is the supported cache class whose state ``cls`` has (``DynamicCache``, ``StaticCache``, ...;
-    usually its base class); ``tensors`` names attributes of ``cls`` holding a tensor and ``counts``
-    attributes holding a non-negative int that changes as the model runs (carried as a count tensor, see
-    docs/serialization.md). ``name`` is how type-info strings spell the class (default: its ``__name__``);
-    it must end with ``Cache`` and be made of letters and digits.
+    usually its base class); ``tensors`` names attributes of ``cls`` holding a tensor (or ``None``: an optional
+    tensor, carried as a ``None`` item), ``counts`` attributes holding a non-negative int that changes as the
+    model runs (carried as a count tensor, see docs/serialization.md), and ``lists`` attributes holding a list
+    whose entries are tensors or empty (``None`` or ``[]``, one item each; all such lists of an object have the
+    same length, which type-info strings spell as the option ``l<length>``). With a mapping, ``lists`` also says
+    what an empty entry is rebuilt as: ``{"linear_cache": list}`` makes ``[]`` (MiniMaxCache's), ``None`` or a
+    plain sequence makes ``None``. ``name`` is how type-info strings spell the class (default: its
+    ``__name__``); it must end with ``Cache`` and be made of letters and digits.
     Returns the name. Raises ``TypeError``/``ValueError`` on a bad argument, a name or class already
     registered, or a ``like`` that is not a supported cache class.
     """
@@ -97,10 +102,17 @@ def register_cache_class(
     if K.cache_kind(name) is not None:
         raise ValueError(f"the cache name {name!r} is already registered")
     extra, count_names = _extra(tensors, counts)
+    list_names = _names(lists if isinstance(lists, str) else tuple(lists), "lists")
+    placeholders = dict(lists) if isinstance(lists, Mapping) else {}
+    if set(list_names) & set(extra) or len(set(list_names)) != len(list_names) or base.kind.lists:
+        raise ValueError(f"each extra attribute is named once, in tensors, counts or lists: {list_names}")
+    if not all(make is None or callable(make) for make in placeholders.values()):
+        raise TypeError(f"lists maps each name to a factory of its empty entry (list) or None, got {placeholders!r}")
     leading = (*base.kind.leading_items, *extra)
-    kind = K.CacheKind(name, leading_items=leading, description=f"registered: like {base.name}", like=base.name)
+    description = f"registered: like {base.name}" + (f"; lists {', '.join(list_names)}" if list_names else "")
+    kind = K.CacheKind(name, leading_items=leading, description=description, like=base.name, lists=list_names)
     K.add_cache_kind(kind)
-    _caches.register_cache(kind, cls, count_names | base.counts)
+    _caches.register_cache(kind, cls, count_names | base.counts, placeholders)
     return name
 
 

@@ -102,7 +102,7 @@ def test_cpp_suppression_example_silences_its_finding(tmp_path, capsys, monkeypa
     assert capsys.readouterr().out == "checked 1 schema: 0 errors, 0 warnings\n"
     (tmp_path / "ops.cpp").write_text(cpp.replace("  // pbp: ignore[no-roundtrip]", ""), encoding="utf-8")
     run(["schema", "check", "ops.cpp"])
-    assert ": warning: torch prints the '!' shorthand" in capsys.readouterr().out
+    assert ": warning[no-roundtrip]: torch prints the '!' shorthand" in capsys.readouterr().out
 
 
 def test_workflow_commands_parse():

@@ -136,7 +136,7 @@ def test_explicit_config_file(repo, capsys, tmp_path):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("exclud = []\n", "[tool.pbp-serialize] unknown key 'exclud' (known: include, exclude, severity)"),
+        ("exclud = []\n", "[tool.pbp-serialize] unknown key 'exclud' (known: include, exclude, severity, schema-functions)"),
         ("exclude = 'third_party'\n", "[tool.pbp-serialize] exclude must be a list of strings (glob patterns)"),
         ("severity = { misread-numbers = 'off' }\n", "[tool.pbp-serialize] severity: unknown rule 'misread-numbers' (known: syntax, "),
         ("severity = { syntax = 'fatal' }\n", "[tool.pbp-serialize] severity: 'syntax' must be one of error, warning, note, off, got 'fatal'"),

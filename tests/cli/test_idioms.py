@@ -105,5 +105,5 @@ def test_the_idioms_folder_checks_clean(capsys, monkeypatch):
     out = capsys.readouterr().out
     # 16 sites read, 2 of them bare names torch infers (name_only, parseSchemaOrName("myops::c"))
     assert out.splitlines()[-1] == "checked 14 schemas: 0 errors, 0 warnings, 11 notes"
-    assert out.count(": note: template: not checked (") == 4
-    assert out.count(": note: cannot read statically: ") == 7
+    assert out.count(": note[template]: template: not checked (") == 4
+    assert out.count(": note[not-static]: cannot read statically: ") == 7

@@ -142,3 +142,27 @@ def test_typevar_and_opaque_type_with_typevars_off():
             "'torch.distributed.device_mesh.DeviceMesh' is accepted by Library.define only if it is registered as an opaque type before the schema is defined",
         )
     ]
+
+
+def test_duplicate_argument_names():
+    # vllm's csrc/torch_bindings.cpp declared `Tensor q_seqlens` twice in one schema: torch registers it
+    text = "ns::mla(Tensor q, Tensor q_seqlens, Tensor kv, Tensor q_seqlens, *, int q=0) -> Tensor"
+    assert [a.name for a in torch._C.parse_schema(text).arguments] == ["q", "q_seqlens", "kv", "q_seqlens", "q"]
+    assert findings(text) == [
+        (
+            55,
+            "error",
+            "duplicate-argument",
+            "argument name 'q_seqlens' is used twice (arguments 2 and 4): a call by keyword reaches only one of them; "
+            "the first is at line 1, column 26",
+        ),
+        (
+            73,
+            "error",
+            "duplicate-argument",
+            "argument name 'q' is used twice (arguments 1 and 5): a call by keyword reaches only one of them; "
+            "the first is at line 1, column 16",
+        ),
+    ]
+    assert text[54:63] == text[25:34] == "q_seqlens" and text[72] == text[15] == "q"
+    assert findings("ns::ok(Tensor q, Tensor k) -> (Tensor q, Tensor k)") == []  # returns have their own names

@@ -97,5 +97,5 @@ def test_hook_fails_on_bad_files_and_names_them(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     heads = [line for line in result.stdout.splitlines() if line[:1] not in (" ", "")]
     assert {h.split(":")[0] for h in heads} == {"bad.schema", "bad_ops.py", "bad_ops.cpp", "bad_native.yaml"}
-    assert all(": error: " in h or ": warning: " in h for h in heads)
+    assert all(": error[" in h or ": warning[" in h for h in heads)
     assert "Traceback" not in result.stderr

@@ -191,7 +191,7 @@ def test_stdin_bom_and_crlf_like_a_file(folder, capsys, monkeypatch):
     stdin_bytes(monkeypatch, b"\xef\xbb\xbfmyops::f(int x,) -> ()\r\n")
     code, out, _ = cli(capsys, "schema", "check", "-")
     assert code == 1
-    assert out.splitlines()[0].startswith("<stdin>:1:16: error: ")  # the BOM shifts no column
+    assert out.splitlines()[0].startswith("<stdin>:1:16: error[syntax]: ")  # the BOM shifts no column
 
 
 # ------------------------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def test_require_name(folder, capsys, monkeypatch):
     code, out, err = cli(capsys, "schema", "check", "--require-name", "-")
     assert (code, err) == (1, "")
     assert out == (
-        "<stdin>:1:1: error: a schema needs an operator name before its argument list (--require-name is set), "
+        "<stdin>:1:1: error[missing-name]: a schema needs an operator name before its argument list (--require-name is set), "
         "like 'myops::f(Tensor x) -> Tensor'\n"
         "  (Tensor x, Tensor? y, *, float eps=1e-05) -> Tensor\n"
         "  ^\n"
@@ -232,7 +232,7 @@ def test_missing_name_where_torch_needs_one(folder, capsys, name, source, messag
     (folder / name).write_text(source, encoding="utf-8")
     code, out, _ = cli(capsys, "schema", "check", name)
     assert code == 1
-    assert out.splitlines()[0].endswith(f": error: {message}")
+    assert out.splitlines()[0].endswith(f": error[missing-name]: {message}")
     assert "allow_nameless" not in out  # a command-line user cannot pass a Python keyword
 
 

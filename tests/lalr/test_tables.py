@@ -1,6 +1,6 @@
 """The generated LALR tables and the engine that runs them agree with the grammars and with lark.
 
-``piece_by_piece_serialize/_tables/*.py`` are exported from ``grammars/*.lark`` by ``_lalr_build`` (``make
+``piece_by_piece_serialize/_lalr/_generated/*.py`` are exported from ``grammars/*.lark`` by ``_lalr.build`` (``make
 tables``) and run by ``_lalr.Engine``. Lark stays the reference: here it parses the same inputs into plain trees
 (no transformer), and the engine, driven by a transformer that builds the same plain trees, must give equal trees
 on every accepted input and fail at the same position, on the same token, expecting the same terminals, on every

@@ -90,9 +90,13 @@ def test_serialize_args_empty_kwargs_and_args_names() -> None:
     assert type(args) is tuple and len(args) == 1 and args[0] is x
 
 
-def test_serialize_args_single_tensor_with_empty_kwargs() -> None:
-    x = t()
-    args, kwargs = serialize_args(x, {}, schema=None)
+def test_serialize_args_refuses_a_bare_tensor() -> None:
+    # the original returned it: op(*serialize_args(x, None, None)) then unpacked the tensor's rows
+    x = t(3, 2)
+    for kwargs in (None, {}):
+        with pytest.raises(TypeError, match=r"^serialize_args: args must be the tuple \(or list\) of positional arguments, got a Tensor; write serialize_args\(\(x,\), \.\.\.\) for one tensor argument$"):
+            serialize_args(x, kwargs, schema=None)
+    args, kwargs = serialize_args((x,), {}, schema=None)
     assert kwargs == {} and type(args) is tuple and len(args) == 1 and args[0] is x
 
 
@@ -116,9 +120,6 @@ def test_serialize_args_no_kwargs_returns_flat_tuple() -> None:
     assert type(out) is tuple and len(out) == 2 and out[0] is x and out[1] is y
 
 
-def test_serialize_args_single_tensor_returns_itself() -> None:
-    x = t()
-    assert serialize_args(x, None, schema=None) is x
 
 
 def test_serialize_args_fills_missing_parameters_with_none() -> None:

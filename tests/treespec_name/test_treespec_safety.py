@@ -189,6 +189,16 @@ def test_leaf_count_must_match() -> None:
         tree_spec_as_name(pytree.tree_flatten(1)[1], True)
 
 
+def test_leaf_count_defaults_to_the_specs() -> None:
+    from piece_by_piece_serialize.treespec_name import name_leaf_count, tree_spec_from_name
+
+    leaves, spec = pytree.tree_flatten({"a": (1, 2), "b": [3, {"c": 4}]})
+    name = tree_spec_as_name(spec)
+    assert name == tree_spec_as_name(spec, len(leaves)) == tree_spec_as_name(spec, n_elements=None)
+    assert tree_spec_from_name(name) == (4, spec)
+    assert name_leaf_count(name) == 4  # the same count from the name alone, without building the spec
+
+
 def test_type_errors() -> None:
     with pytest.raises(TypeError, match="tree_spec must be a TreeSpec, got tuple"):
         tree_spec_as_name((1, 2), 2)

@@ -24,6 +24,10 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._optional import import_torch
+
+import_torch("load_piece_by_piece")  # the install line when torch is missing, before anything below imports it
+
 import torch
 
 from ._archive import Archive

@@ -5,7 +5,8 @@ A thin argparse layer over the library. Each subcommand maps to one function ret
 2 usage or I/O errors. User errors never show a traceback. Start-up stays light: this module imports
 only the standard library at load time; ``schema`` commands load the schema parser (the table-driven
 engine, not lark) when they first parse, and torch is imported only by the commands that need it
-(``schema check`` with no path, ``name decode`` of a TreeSpec name, ``name encode``, ``demo``).
+(``schema check`` with no path, ``name encode``, ``demo``); when it is not installed they exit 2 with the
+line that installs it (torch and transformers are extras: :mod:`.._optional`).
 
 Imports, each inside the handler that needs it: :mod:`._check` (``schema check``), :mod:`._format`
 (``schema format``, ``schema names`` and argument errors), :mod:`._structure`, :mod:`._demo` and the
@@ -51,6 +52,47 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
+    _add_schema_commands(commands)
+
+    name = commands.add_parser("name", help="decode and encode TreeSpec names and type-info strings")
+    name_commands = name.add_subparsers(dest="name_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    name_commands.required = True
+    decode = name_commands.add_parser(
+        "decode",
+        help="print the tree of a TreeSpec name or type-info string",
+        description="Print the tree of a TreeSpec name (___v1_...) or of a type-info string (Tensor, list__3, "
+        "dict__2_a__b, DynamicCache_2D, WithCaches__...), one node per line. Nothing it names is looked up, "
+        "imported or evaluated, and torch is not needed. A malformed name is shown with a caret; exit 1.",
+    )
+    decode.add_argument("name", metavar="NAME_OR_TYPE_STRING", help="the name or type-info string, as logged")
+    decode.set_defaults(usage_parser=decode, handler=_cmd_name_decode)
+    encode = name_commands.add_parser(
+        "encode",
+        help="build a TreeSpec name from a structure description",
+        description="Build the TreeSpec name of a structure written like a Python literal with '*' for every leaf, "
+        "for example \"((*, *), {'a': *})\". Tuples, lists, dicts (string, int, bool or None keys) and "
+        "OrderedDict({...}) are understood. The text is parsed, never evaluated.",
+    )
+    encode.add_argument("description", metavar="DESCRIPTION", help="the structure, quoted, e.g. \"((*, *), {'a': *})\"")
+    encode.set_defaults(usage_parser=encode, handler=_cmd_name_encode)
+
+    demo = commands.add_parser(
+        "demo",
+        help="the main job on a tiny Llama: its decoder layers behind custom operators, equal outputs, torch.export; "
+        "then every schema registered in torch checked, and an LLM input named and decoded",
+        description="What make demo runs (needs the torch and transformers extras): a tiny Llama built from config "
+        "gets its decoder layers replaced by custom operators (replace_with_custom_ops); a prefill and decode "
+        "steps must equal the untouched model and torch.export must give one call node per layer. Then every "
+        "operator schema registered in torch is checked against torch's own parser, and the TreeSpec name of a "
+        "realistic LLM input is encoded, printed and decoded. Exit 0 only when all of it holds.",
+    )
+    demo.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    demo.set_defaults(usage_parser=demo, handler=_cmd_demo)
+    return parser
+
+
+def _add_schema_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """``schema check``, ``schema format`` and ``schema names``."""
     schema = commands.add_parser("schema", help="check, format and inspect operator schemas")
     schema_commands = schema.add_subparsers(dest="schema_command", metavar="SUBCOMMAND", parser_class=_Parser)
     schema_commands.required = True
@@ -61,10 +103,13 @@ def _build_parser() -> argparse.ArgumentParser:
         description=(
             "Find every operator schema in the given files and folders (plain text, one schema per line; Python "
             "torch.library.define / Library.define / custom_op(schema=...) / torch._C.parse_schema; C++ and "
-            "Objective-C++ def(, TORCH_SELECTIVE_SCHEMA(, torch::schema( and torch::jit::parseSchema( string "
-            "literals; YAML func: entries of native_functions.yaml-shaped files) and check it. '-' reads plain "
-            "text from stdin. With no path, checks every schema registered in the installed torch and prints a "
-            "summary. Settings are read from [tool.pbp-serialize] in the nearest pyproject.toml."
+            "Objective-C++ def( (outside PYBIND11_MODULE), TORCH_SELECTIVE_SCHEMA(, torch::schema(, "
+            "torch::jit::parseSchema(, torch::jit::Operator( and RegisterOperators().op( string literals; the "
+            "project's own --schema-function calls; YAML func: entries of native_functions.yaml-shaped files) and "
+            "check it. '-' reads plain text from stdin. With no path, checks every schema registered in the "
+            "installed torch and prints a summary (this needs torch). Each finding is printed as "
+            "path:line:col: severity[rule]: message. Settings are read from [tool.pbp-serialize] in the nearest "
+            "pyproject.toml."
         ),
     )
     check.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin")
@@ -76,48 +121,37 @@ def _build_parser() -> argparse.ArgumentParser:
         help="output format (json: one record per line; github: workflow annotations; sarif: one SARIF 2.1.0 document)",
     )
     check.add_argument("--quiet", "-q", action="store_true", help="no progress bar and no summary line")
+    check.add_argument(
+        "--list-sites",
+        action="store_true",
+        help="with --format json, also one {\"record\": \"site\"} line for every schema site read, checked or not (to audit coverage)",
+    )
     _add_reading_options(check)
-    check.set_defaults(handler=_cmd_schema_check)
+    check.set_defaults(usage_parser=check, handler=_cmd_schema_check)
 
     fmt = schema_commands.add_parser(
         "format",
         help="print schemas in canonical form",
-        description="Print the canonical form of every schema found (one per line). With --check, print nothing for "
-        "canonical schemas and exit 1 if any schema is not canonical, showing its canonical form.",
+        description="Print the canonical form of every schema found (one per line): torch's own print, or with "
+        "--shortest the same schema with every float default in its shortest spelling (1e-05, not torch's "
+        "1.0000000000000001e-05), which parses to the same value. With --check, print nothing for schemas "
+        "already in either form and exit 1 if any schema is in neither, showing both.",
     )
     fmt.add_argument("paths", nargs="*", metavar="PATH", help="files, folders, or '-' for stdin (default: stdin)")
     fmt.add_argument("--check", action="store_true", help="only report schemas that are not canonical")
+    fmt.add_argument("--shortest", action="store_true", help="print float defaults in their shortest spelling, not torch's")
     fmt.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     _add_reading_options(fmt)
-    fmt.set_defaults(handler=_cmd_schema_format)
+    fmt.set_defaults(usage_parser=fmt, handler=_cmd_schema_format)
 
-    names = schema_commands.add_parser("names", help="print the argument names of a schema, one per line")
-    names.add_argument("schema", metavar="SCHEMA")
-    names.set_defaults(handler=_cmd_schema_names)
-
-    name = commands.add_parser("name", help="decode and encode TreeSpec names and type-info strings")
-    name_commands = name.add_subparsers(dest="name_command", metavar="SUBCOMMAND", parser_class=_Parser)
-    name_commands.required = True
-    decode = name_commands.add_parser("decode", help="print the tree of a TreeSpec name or type-info string")
-    decode.add_argument("name", metavar="NAME_OR_TYPE_STRING")
-    decode.set_defaults(handler=_cmd_name_decode)
-    encode = name_commands.add_parser(
-        "encode",
-        help="build a TreeSpec name from a structure description",
-        description="Build the TreeSpec name of a structure written like a Python literal with '*' for every leaf, "
-        "for example \"((*, *), {'a': *})\". Tuples, lists, dicts (string, int, bool or None keys) and "
-        "OrderedDict({...}) are understood. The text is parsed, never evaluated.",
+    names = schema_commands.add_parser(
+        "names",
+        help="print the argument names of a schema, one per line",
+        description="Print the argument names of one schema given on the command line, one per line, in order "
+        "(what extract_names_from_schema returns). A schema that does not parse is shown with a caret; exit 1.",
     )
-    encode.add_argument("description", metavar="DESCRIPTION")
-    encode.set_defaults(handler=_cmd_name_encode)
-
-    demo = commands.add_parser(
-        "demo",
-        help="the main job: check every schema registered in torch, then name and decode a realistic LLM input",
-    )
-    demo.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    demo.set_defaults(handler=_cmd_demo)
-    return parser
+    names.add_argument("schema", metavar="SCHEMA", help="the schema, quoted, e.g. 'myops::f(Tensor x, *, float eps=1e-05) -> Tensor'")
+    names.set_defaults(usage_parser=names, handler=_cmd_schema_names)
 
 
 def _add_reading_options(command: argparse.ArgumentParser) -> None:
@@ -133,6 +167,15 @@ def _add_reading_options(command: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="skip files and folders matching this glob (repeatable, or comma-separated); added to the configured exclude",
     )
+    command.add_argument(
+        "--schema-function",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a function of your project that takes a schema (its schema= argument, else its first argument holding a "
+        "string), read in Python and C++ like torch's own (repeatable, or comma-separated); added to the "
+        "configured schema-functions",
+    )
     command.add_argument("--config", metavar="FILE", help="read [tool.pbp-serialize] from FILE instead of the nearest pyproject.toml")
 
 
@@ -144,7 +187,12 @@ def run(argv: Sequence[str]) -> int:
     """
     parser = _build_parser()
     try:
-        args = parser.parse_args(list(argv))
+        args, extra = parser.parse_known_args(list(argv))
+        if extra:
+            # argparse would report these with the top-level usage; the subcommand's usage is the one that helps
+            raise _UsageError(getattr(args, "usage_parser", parser), f"unrecognized arguments: {' '.join(extra)}")
+        if getattr(args, "list_sites", False) and args.format != "json":
+            raise _UsageError(args.usage_parser, "--list-sites needs --format json")
     except _UsageError as exc:
         exc.parser.print_usage(sys.stderr)
         print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
@@ -153,6 +201,15 @@ def run(argv: Sequence[str]) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     try:
         return int(args.handler(args))
+    except ModuleNotFoundError as exc:
+        from .._optional import EXTRAS, missing_torch
+
+        if exc.name not in EXTRAS:
+            raise
+        # torch and transformers are extras: say which command needed which, and the line that installs it
+        command = " ".join(word for word in (args.command, getattr(args, f"{args.command}_command", None)) if word)
+        print(f"{PROG}: error: {missing_torch(f'{PROG} {command}', exc.name)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -181,6 +238,8 @@ def _cmd_schema_check(args: argparse.Namespace) -> int:
         require_name=args.require_name,
         exclude=args.exclude,
         config=args.config,
+        schema_functions=args.schema_function,
+        list_sites=args.list_sites,
     )
 
 
@@ -194,6 +253,8 @@ def _cmd_schema_format(args: argparse.Namespace) -> int:
         require_name=args.require_name,
         exclude=args.exclude,
         config=args.config,
+        schema_functions=args.schema_function,
+        shortest=args.shortest,
     )
 
 
@@ -226,13 +287,16 @@ def _cmd_name_encode(args: argparse.Namespace) -> int:
     except TreeSpecNameError as exc:
         print_argument_error("<description>", exc)
         return 1
+    from .._optional import import_torch
+
+    import_torch(f"{PROG} name encode")
     from torch.utils._pytree import tree_flatten
 
     from ..treespec_name import tree_spec_as_name
 
-    leaves, spec = tree_flatten(structure)
+    _, spec = tree_flatten(structure)
     try:
-        print(tree_spec_as_name(spec, len(leaves)))
+        print(tree_spec_as_name(spec))
     except TreeSpecNameError as exc:  # pragma: no cover - every describable structure is encodable
         print(f"{PROG}: error: {exc.msg}", file=sys.stderr)
         return 1

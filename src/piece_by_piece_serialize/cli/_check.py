@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ._contexts import CONTEXT_CPP, CONTEXT_TEXT, CONTEXT_YAML, NAME_ONLY, NAMELESS
+from ._contexts import CONTEXT_CPP, CONTEXT_TEXT, CONTEXT_YAML, NAME_ONLY, NAME_OPTIONAL, NAMELESS
 from ._files import Reader, iter_files, load_or_report
 from ._findings import Finding, first_difference, problem_finding, site_finding, source_line
 from ._progress import Progress
@@ -97,7 +97,7 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
                 return SiteResult([], skipped=True)
         return SiteResult([site_finding(site, exc.pos, "error", "syntax", exc.msg)])
     findings: list[Finding] = []
-    needs_name = site.context not in NAMELESS and (site.context != CONTEXT_TEXT or require_name)
+    needs_name = site.context not in NAMELESS and (site.context not in NAME_OPTIONAL or (require_name and site.context == CONTEXT_TEXT))
     if needs_name and not schema.name.name:
         try:
             parse_schema(site.text, allow_typevars=True, allow_nameless=False)
@@ -111,7 +111,11 @@ def check_site(site: SchemaSite, *, require_name: bool = False) -> SiteResult:
         except SchemaError as exc:
             findings.append(_typevar_finding(site, schema, exc))
     for lint in lint_schema(schema, site.text, site.context):
-        findings.append(site_finding(site, lint.offset, lint.severity, lint.code, lint.message))
+        message = lint.message
+        if lint.related is not None:
+            line, column = site.where(lint.related)  # the other position, in the file's terms
+            message += f"; the first is at line {line}, column {column}"
+        findings.append(site_finding(site, lint.offset, lint.severity, lint.code, message))
     findings.sort(key=lambda f: (f.line, f.column))
     return SiteResult(findings, schema)
 
@@ -142,7 +146,8 @@ class _Options:
 
 
 def _file_findings(source: SourceFile, reader: Reader, options: _Options) -> tuple[list[Finding], int]:
-    """All findings of one file after severities and suppressions, in position order; schemas checked."""
+    """All findings of one file after severities and suppressions, in position order; schemas checked (each
+    site is also handed to ``reader.reporter.site``, which lists them under ``--list-sites``)."""
     raw: list[Finding] = []
     for problem in source.problems:
         if problem.fatal:
@@ -152,6 +157,7 @@ def _file_findings(source: SourceFile, reader: Reader, options: _Options) -> tup
     checked = 0
     for site in source.sites:
         result = check_site(site, require_name=options.require_name)
+        reader.reporter.site(site, checked=not result.skipped)
         if not result.skipped:
             checked += 1
             raw.extend(result.findings)
@@ -231,10 +237,13 @@ def check_command(
     require_name: bool = False,
     exclude: Sequence[str] = (),
     config: str | None = None,
+    schema_functions: Sequence[str] = (),
+    list_sites: bool = False,
 ) -> int:
-    """``schema check``: report findings for every schema in ``paths`` (torch's registry when empty)."""
-    reporter = Reporter(fmt, quiet=quiet)
-    loaded = load_or_report(config, exclude, reporter)
+    """``schema check``: report findings for every schema in ``paths`` (torch's registry when empty); with
+    ``list_sites`` (JSON only), a record for every schema site read as well, checked or not."""
+    reporter = Reporter(fmt, quiet=quiet, list_sites=list_sites)
+    loaded = load_or_report(config, exclude, reporter, schema_functions)
     if loaded is None:
         reporter.close(2)
         return 2
@@ -277,6 +286,12 @@ class TorchSummary:
     warnings: int
     by_code: Counter[str]
     version: str
+
+    @property
+    def disagreements(self) -> int:
+        """Errors that say our parser and torch's differ (the other errors are lint findings in torch's own
+        schemas: its registry holds ``static_runtime::clamp_nan_to_num(..., float? posinf, float? posinf)``)."""
+        return sum(n for key, n in self.by_code.items() if key.startswith("error torch-"))
 
     def lines(self) -> list[str]:
         out = [

@@ -1,12 +1,13 @@
 """Configuration of ``pbp-serialize schema check``: ``[tool.pbp-serialize]`` in pyproject.toml and ``--exclude``.
 
 The table, found in the nearest ``pyproject.toml`` from the current directory upwards that has one (or
-the file named with ``--config``), takes three keys::
+the file named with ``--config``), takes four keys::
 
     [tool.pbp-serialize]
     include = ["csrc/**", "*.py"]          # which files a folder walk reads (default: every known suffix)
     exclude = ["third_party", "**/*_template.cpp"]
     severity = { dispatcher-ignores = "off", misread-number = "error" }
+    schema-functions = ["register_fake_tosa_op", "bind_pattern_to_op"]  # the project's calls that take a schema
 
 Patterns are gitignore-like globs, relative to the directory of the pyproject.toml (of the current
 directory for ``--exclude``): a pattern without '/' matches a file or folder name at any depth, one with
@@ -36,7 +37,7 @@ from ._rules import RULES, SEVERITIES
 __all__ = ["Config", "ConfigError", "Glob", "compile_glob", "load_config"]
 
 TABLE = "tool.pbp-serialize"
-_KEYS = ("include", "exclude", "severity")
+_KEYS = ("include", "exclude", "severity", "schema-functions")
 
 
 class ConfigError(Exception):
@@ -112,6 +113,7 @@ class Config:
     include: tuple[Glob, ...] = ()
     exclude: tuple[Glob, ...] = ()
     severity: Mapping[str, str] = field(default_factory=dict)
+    schema_functions: tuple[str, ...] = ()
 
     def excluded(self, path: str) -> bool:
         return any(glob.matches(path) for glob in self.exclude)
@@ -119,6 +121,11 @@ class Config:
     def included(self, path: str) -> bool:
         """Whether a file met in a folder walk is read (with no ``include``: decided by its suffix)."""
         return any(glob.matches(path) for glob in self.include)
+
+    def with_schema_functions(self, names: Iterable[str]) -> Config:
+        """This configuration plus command-line ``--schema-function`` names (comma-separated lists allowed)."""
+        extra = tuple(n.strip() for item in names for n in item.split(",") if n.strip())
+        return replace(self, schema_functions=self.schema_functions + extra) if extra else self
 
     def with_excludes(self, patterns: Iterable[str], root: str) -> Config:
         """This configuration plus command-line ``--exclude`` patterns (comma-separated lists allowed)."""
@@ -225,4 +232,12 @@ def load_config(path: str | None = None, *, search_from: str = ".") -> Config:
         include=_patterns(source, "include", table.get("include", []), root),
         exclude=_patterns(source, "exclude", table.get("exclude", []), root),
         severity=_severity(source, table.get("severity", {})),
+        schema_functions=_function_names(source, table.get("schema-functions", [])),
     )
+
+
+def _function_names(path: str, value: object) -> tuple[str, ...]:
+    """``schema-functions``: names of calls (``helper``, ``module.helper``, ``ns::helper``) whose schema is read."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{path}: [{TABLE}] schema-functions must be a list of function names")
+    return tuple(v.strip() for v in value)

@@ -19,12 +19,14 @@ __all__ = [
     "CONTEXT_JIT_PARSE_SCHEMA_OR_NAME",
     "CONTEXT_LIBRARY_DEFINE",
     "CONTEXT_PARSE_SCHEMA",
+    "CONTEXT_SCHEMA_FUNCTION",
     "CONTEXT_TEXT",
     "CONTEXT_TORCH_LIBRARY_DEFINE",
     "CONTEXT_TORCH_SCHEMA",
     "CONTEXT_YAML",
     "NAMELESS",
     "NAME_ONLY",
+    "NAME_OPTIONAL",
     "TYPEVARS_OFF",
 ]
 
@@ -40,11 +42,25 @@ CONTEXT_LIBRARY_DEFINE = "Library.define"  # typevars off, full name optional
 CONTEXT_TORCH_LIBRARY_DEFINE = "torch.library.define"  # nameless "(...) -> ..." schema, typevars off
 CONTEXT_CUSTOM_OP = "custom_op"  # nameless schema, validated with typevars on, defined with them off
 CONTEXT_PARSE_SCHEMA = "parse_schema"  # torch._C.parse_schema: typevars on
+# A project's own helper named with --schema-function / schema-functions (executorch's register_fake_tosa_op):
+# such helpers end in Library.define or torch.library.define, so type variables are off; whether the operator
+# name is written depends on the helper, so both forms are read.
+CONTEXT_SCHEMA_FUNCTION = "schema function"
 
 # Contexts whose text torch defines through the dispatcher, where type variables are rejected.
 TYPEVARS_OFF = frozenset(
-    {CONTEXT_CPP, CONTEXT_TORCH_SCHEMA, CONTEXT_C10_SCHEMA, CONTEXT_LIBRARY_DEFINE, CONTEXT_TORCH_LIBRARY_DEFINE, CONTEXT_CUSTOM_OP}
+    {
+        CONTEXT_CPP,
+        CONTEXT_TORCH_SCHEMA,
+        CONTEXT_C10_SCHEMA,
+        CONTEXT_LIBRARY_DEFINE,
+        CONTEXT_TORCH_LIBRARY_DEFINE,
+        CONTEXT_CUSTOM_OP,
+        CONTEXT_SCHEMA_FUNCTION,
+    }
 )
+# Contexts where the operator name may be written or left out.
+NAME_OPTIONAL = frozenset({CONTEXT_TEXT, CONTEXT_SCHEMA_FUNCTION})
 # Contexts whose text is a schema without the operator name.
 NAMELESS = frozenset({CONTEXT_TORCH_LIBRARY_DEFINE, CONTEXT_CUSTOM_OP})
 # Contexts that also take a bare operator name (torch infers the schema from the C++ function).

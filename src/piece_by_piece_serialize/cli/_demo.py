@@ -181,7 +181,9 @@ def demo(*, quiet: bool = False) -> int:
     summary = check_torch(quiet=quiet, emit=show)
     for line in summary.lines():
         print(line)
-    schemas_ok = summary.errors == 0 and summary.parsed + summary.torch_rejects_own == summary.total
+    # what part 2 shows is that our parser agrees with torch's; lint errors in torch's own schemas (one argument
+    # name declared twice) are printed, but they are torch's to fix
+    schemas_ok = summary.disagreements == 0 and summary.parsed + summary.torch_rejects_own == summary.total
 
     print()
     print("== 3. the TreeSpec name of a realistic LLM input")

@@ -146,16 +146,17 @@ def iter_files(reader: Reader, paths: Sequence[str], quiet: bool) -> Iterator[So
         for path, kind in files:
             item = reader.read(path, kind)
             if item is not None:
-                source = read_source(item[0], item[1], kind)
+                source = read_source(item[0], item[1], kind, reader.config.schema_functions)
                 progress.clear()  # findings are printed while the caller consumes this item
                 yield source
             progress.advance()
 
 
-def load_or_report(config_path: str | None, exclude: Sequence[str], reporter: Reporter) -> Config | None:
-    """The configuration with the command line's excludes added; None after reporting why it is invalid."""
+def load_or_report(config_path: str | None, exclude: Sequence[str], reporter: Reporter, schema_functions: Sequence[str] = ()) -> Config | None:
+    """The configuration with the command line's excludes and schema functions added; None after reporting why
+    it is invalid."""
     try:
-        return load_config(config_path).with_excludes(exclude, os.getcwd())
+        return load_config(config_path).with_excludes(exclude, os.getcwd()).with_schema_functions(schema_functions)
     except ConfigError as exc:
         reporter.io_error(str(exc))
         return None

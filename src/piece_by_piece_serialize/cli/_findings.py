@@ -1,6 +1,6 @@
 """The finding model: one message positioned in an original file, and its text rendering.
 
-A *finding* is ``path:line:col: severity: message``, then the source line and a caret under the column
+A *finding* is ``path:line:col: severity[code]: message``, then the source line and a caret under the column
 (text output), or a record of another format (see :mod:`._report`). Findings are made here from a schema
 site and an offset into its text (the site maps the offset back to the file) or from a reading
 :class:`~.sources.Problem`. Severities are ``error``, ``warning`` or ``note``; what they do to the exit
@@ -68,8 +68,13 @@ def caret_lines(source_line: str, column: int) -> str:
 
 
 def render_text(finding: Finding) -> str:
-    """``path:line:col: severity: message``, the source line and a caret."""
-    head = f"{finding.path}:{finding.line}:{finding.column}: {finding.severity}: {finding.message}"
+    """``path:line:col: severity[code]: message``, the source line and a caret.
+
+    The rule code is in the head (as rustc and mypy write ``error[E0308]``/``[arg-type]``) because it is what a
+    ``pbp: ignore[code]`` comment and the ``severity`` table need; a reader should not have to ask for JSON to
+    learn it.
+    """
+    head = f"{finding.path}:{finding.line}:{finding.column}: {finding.severity}[{finding.code}]: {finding.message}"
     return head + "\n" + caret_lines(finding.source_line, finding.column)
 
 

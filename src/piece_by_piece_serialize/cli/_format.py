@@ -1,7 +1,8 @@
 """``pbp-serialize schema format`` and ``schema names``, and the caret form of a bad command-line argument.
 
-``format`` prints each schema of its inputs in canonical form (our printer's output), or with ``--check``
-reports those that are not; problems and unreadable files go to stderr in the text form of
+``format`` prints each schema of its inputs in canonical form (our printer's output, torch's print; with
+``--shortest``, every double in its shortest spelling, which reads back to the same value), or with ``--check``
+reports those written in neither form; problems and unreadable files go to stderr in the text form of
 :mod:`._findings`. Exit codes: 2 when an input could not be read or the configuration is invalid, else 1
 when a schema did not parse or (``--check``) was not canonical, else 0. ``names`` prints the argument
 names of one schema given on the command line.
@@ -35,10 +36,15 @@ def format_command(
     require_name: bool = False,
     exclude: Sequence[str] = (),
     config: str | None = None,
+    schema_functions: Sequence[str] = (),
+    shortest: bool = False,
 ) -> int:
-    """``schema format``: print canonical forms, or with ``check`` report the non-canonical ones."""
+    """``schema format``: print canonical forms (torch's print, or with ``shortest`` the same with every double
+    in its shortest spelling), or with ``check`` report the schemas written in neither form, showing both."""
+    from ..schema import print_shortest
+
     reporter = Reporter("text", quiet=True, stdout=sys.stderr)  # problems and I/O errors go to stderr
-    loaded = load_or_report(config, exclude, reporter)
+    loaded = load_or_report(config, exclude, reporter, schema_functions)
     if loaded is None:
         return 2
     reader = Reader(reporter, loaded)
@@ -61,13 +67,16 @@ def format_command(
                 errors += 1
                 continue
             canonical = str(result.schema)
+            short = print_shortest(result.schema)
             if not check:
-                print(canonical)
-            elif canonical != site.text:
+                print(short if shortest else canonical)
+            elif site.text not in (canonical, short):
                 not_canonical += 1
-                offset = first_difference(canonical, site.text)
+                offset = first_difference(short if shortest else canonical, site.text)
                 print(render_text(site_finding(site, offset, "error", "not-canonical", "schema is not in canonical form")))
                 print(f"  canonical: {canonical}")
+                if short != canonical:  # the spelling people write, which reads back to the same values
+                    print(f"  shortest:  {short}")
     if reader.io_errors:
         return 2
     return 1 if errors or not_canonical else 0

@@ -71,12 +71,15 @@ _EXPECTED_DEFAULTS: dict[str, tuple[type, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Lint:
-    """One lint finding: ``offset`` into the schema text, ``severity`` "error"/"warning", a stable ``code``."""
+    """One lint finding: ``offset`` into the schema text, ``severity`` "error"/"warning", a stable ``code``;
+    ``related``, another offset the finding is about (the first of two duplicates), which the checker names in
+    the message as a place in the file."""
 
     offset: int
     severity: str
     code: str
     message: str
+    related: int | None = None
 
 
 def lint_schema(schema: FunctionSchema, text: str, context: str) -> list[Lint]:
@@ -108,7 +111,27 @@ def lint_schema(schema: FunctionSchema, text: str, context: str) -> list[Lint]:
             )
     for ret in schema.returns:
         found.extend(_type_rules(ret.type, ret.span[0]))
+    found.extend(_duplicate_names(schema))
     return found
+
+
+def _duplicate_names(schema: FunctionSchema) -> Iterator[Lint]:
+    """Each argument whose name an earlier argument already has. torch registers such a schema (its parser does
+    not look), but a call by keyword can reach only one of them and Python-side tools that bind by name
+    (``torch.library`` kernels, ``custom_op``, export's argument matching) take the wrong one or fail: a bug, as in
+    a schema that declares ``Tensor q_seqlens`` twice."""
+    first: dict[str, tuple[int, Argument]] = {}
+    for i, argument in enumerate(schema.arguments, 1):
+        index, earlier = first.setdefault(argument.name, (i, argument))
+        if index != i:
+            yield Lint(
+                argument.name_span[0],
+                "error",
+                "duplicate-argument",
+                f"argument name '{argument.name}' is used twice (arguments {index} and {i}): a call by keyword reaches "
+                "only one of them",
+                related=earlier.name_span[0],
+            )
 
 
 def has_typevar(schema: FunctionSchema) -> bool:

@@ -1,13 +1,15 @@
 """Where ``schema check`` findings go: text, JSON lines, GitHub workflow commands or one SARIF 2.1.0 document.
 
 Every format carries the same findings and the same exit code (0 clean, 1 findings, 2 usage or I/O
-error). ``text`` prints ``path:line:col: severity: message`` with the source line and a caret, and the
+error). ``text`` prints ``path:line:col: severity[code]: message`` with the source line and a caret, and the
 summary on stdout; the machine formats keep stdout for records and put the summary on stderr. Files that
 cannot be read are always named on stderr; ``github`` also annotates them and ``sarif`` lists them as
 tool execution notifications of a failed invocation.
 
 ``github``: one ``::error file=PATH,line=N,col=M,title=...::message`` (``::warning``, ``::notice`` for
 notes) per finding, with the workflow-command escapes (``%``, CR, LF; also ``:`` and ``,`` in properties).
+``json`` with ``--list-sites`` also writes a ``{"record": "site", ...}`` line for every schema site read, so
+that what was (and was not) checked can be audited (finding lines are unchanged and have no ``record`` key).
 ``sarif``: one document with the tool, every rule (id, summary, configured level), results with
 ``physicalLocation`` (``uri`` relative to the current directory through the ``%SRCROOT%`` base, 1-based
 ``region`` counted in Unicode code points) and the invocation's exit code. Validated against the OASIS
@@ -33,6 +35,7 @@ from ._rules import RULES
 
 if TYPE_CHECKING:
     from ._findings import Finding
+    from .sources import SchemaSite
 
 __all__ = ["FORMATS", "Reporter"]
 
@@ -72,9 +75,11 @@ class Reporter:
         severities: Mapping[str, str] | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
+        list_sites: bool = False,
     ) -> None:
         self.fmt = fmt
         self.quiet = quiet
+        self.list_sites = list_sites
         self.severities = dict(severities or {})
         self.out = sys.stdout if stdout is None else stdout
         self.err = sys.stderr if stderr is None else stderr
@@ -93,6 +98,15 @@ class Reporter:
             print(self._github(_GITHUB_LEVELS[finding.severity], finding.path, finding.line, finding.column, finding.code, finding.message), file=self.out)
         else:
             self._results.append(self._sarif_result(finding))
+
+    def site(self, site: SchemaSite, *, checked: bool) -> None:
+        """One schema site read (JSON with ``--list-sites`` only): where it is, where torch gets it from, its
+        text, and whether it was checked (a bare operator name, whose schema torch infers, is not)."""
+        if not self.list_sites or self.fmt != "json":
+            return
+        line, column = site.where(0)
+        record = {"record": "site", "path": site.path, "line": line, "column": column, "context": site.context, "checked": checked, "schema": site.text}
+        print(json.dumps(record, ensure_ascii=False), file=self.out)
 
     def io_error(self, message: str, path: str | None = None, line: int = 0, column: int = 0) -> None:
         """A file or folder that could not be read (the run will exit 2): always named on stderr."""

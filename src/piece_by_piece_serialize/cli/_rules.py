@@ -33,6 +33,7 @@ _TABLE = (
     Rule("missing-name", "error", "a schema without an operator name where torch needs one"),
     Rule("nameless-expected", "error", "a named schema where torch.library.define or custom_op want '(...) -> ...'"),
     Rule("define-format", "error", "text torch.library.define's own format check refuses"),
+    Rule("duplicate-argument", "error", "two arguments with the same name, which torch accepts but no call by keyword can tell apart"),
     # text torch accepts but misreads, cannot print back, or ignores
     Rule("misread-number", "warning", "a number default torch reads as a different value"),
     Rule("misread-size", "warning", "a list size torch reads as a different number"),

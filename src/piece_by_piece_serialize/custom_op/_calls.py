@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..serialize import _caches, deserialize_args, serialize_args, type_as_str_with_info
+from ..serialize import OpaqueLeafError, _caches, deserialize_args, serialize_args, type_as_str_with_info
 from ..type_info import TreeWithCachesInfo, _parse_cached
 from ._error import CustomOpError
 from ._shapes import Rule
@@ -80,7 +80,11 @@ def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
     if _caches.is_cache(value):
         info = _caches.describe(value, what)
         return str(info), _caches.flatten(value, info)
-    flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
+    try:
+        flat = serialize_args((value,), None, None)  # type: ignore[arg-type]  # schema=None is documented; the annotation is the original's
+    except OpaqueLeafError as exc:  # an object pytree does not open: said in terms of this call's argument
+        raise CustomOpError(f"{what}{' at ' + exc.path if exc.path else ''} holds a {exc.leaf_type.__qualname__}, which a "
+                            f"custom operator cannot carry; {exc.how}") from None
     return type_as_str_with_info(value), (flat,) if isinstance(flat, torch.Tensor) else flat
 
 
@@ -109,7 +113,7 @@ def describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     caches: list[int] = []
     cache_tensors: list[int] = []
     for i, (value, kind) in enumerate(zip(values, kinds)):  # noqa: B905 - a kind per value
-        if _caches.is_cache(value):
+        if _caches.is_written_back(value):  # a cache, or a KVSharingDict (Note [shared arguments] in serialize._kv_sharing)
             caches.append(i)
             cache_tensors.extend(range(ends[i - 1] if i else 0, ends[i]))
         elif isinstance(_parse_cached(kind), TreeWithCachesInfo):

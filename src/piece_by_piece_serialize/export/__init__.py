@@ -21,6 +21,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .._optional import import_torch
+
+import_torch("export_piece_by_piece")  # the install line when torch is missing, before anything below imports it
+
 import torch
 
 from ..serialize import make_copy

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from ..errors import SchemaError
@@ -50,6 +51,7 @@ from ._ast import (
     format_float,
     quote_string,
 )
+from ._values import shortest_default, shortest_float
 
 if TYPE_CHECKING:
     from ._transform import ParseResult
@@ -58,6 +60,7 @@ __all__ = [
     "parse_schema",
     "parse_operator_name",
     "extract_names_from_schema",
+    "print_shortest",
     "torch_class_exists",
     "SchemaError",
     "MAX_TYPE_DEPTH",
@@ -88,6 +91,7 @@ __all__ = [
     "DeviceValue",
     "ListValue",
     "format_float",
+    "shortest_float",
     "quote_string",
 ]
 
@@ -254,3 +258,12 @@ def extract_names_from_schema(schema: str) -> list[str]:
             del _names[next(iter(_names))]
     _names[schema] = names
     return list(names)
+
+
+def print_shortest(schema: FunctionSchema) -> str:
+    """``str(schema)`` with every double default in its shortest spelling: ``eps=1e-05`` where torch prints
+    ``eps=1.0000000000000001e-05`` (:func:`shortest_float`). Everything else is printed as ``str`` prints it, and
+    torch (like :func:`parse_schema`) reads the text back to the same schema, defaults of the same values.
+    """
+    arguments = tuple(replace(a, default=shortest_default(a.default)) for a in schema.arguments)
+    return str(replace(schema, arguments=arguments))

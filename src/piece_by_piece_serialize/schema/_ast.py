@@ -156,6 +156,7 @@ class Argument:
     default: DefaultValue | None = None
     kwarg_only: bool = False
     span: Span = field(default=(0, 0), compare=False, repr=False)
+    name_span: Span = field(default=(0, 0), compare=False, repr=False)  # where the name alone was written
 
     @property
     def alias_info(self) -> AliasInfo | None:

@@ -144,7 +144,7 @@ class _ToAst:
                     "(move it before them, or after '*')",
                     start,
                 )
-            arguments.append(Argument(name_tok.value, type_, default, kwarg_only, (start, end)))
+            arguments.append(Argument(name_tok.value, type_, default, kwarg_only, (start, end), (name_tok.start_pos, name_tok.end_pos)))
         if vararg:
             for argument in arguments:
                 if argument.default is not None:
@@ -382,7 +382,7 @@ def _schema(name: OperatorName, params: _Params, returns: tuple[Return, ...], va
     if _any_fresh(arguments) or _any_fresh(returns):
         counter = [0]
         arguments = tuple(
-            Argument(a.name, _renumber(a.type, counter), a.default, a.kwarg_only, a.span) for a in arguments
+            Argument(a.name, _renumber(a.type, counter), a.default, a.kwarg_only, a.span, a.name_span) for a in arguments
         )
         returns = tuple(Return(_renumber(r.type, counter), r.name, r.span) for r in returns)
     return FunctionSchema(name, arguments, tuple(returns), vararg, varret)

@@ -26,6 +26,8 @@ __all__ = [
     "DeviceValue",
     "ListValue",
     "format_float",
+    "shortest_float",
+    "shortest_default",
     "quote_string",
 ]
 
@@ -41,6 +43,17 @@ def format_float(value: float) -> str:
     if math.isfinite(value) and -(2.0**63) <= value < 2.0**63 and value == int(value):
         return f"{int(value)}."
     return f"{value:.17g}"
+
+
+def shortest_float(value: float) -> str:
+    """The shortest spelling of a double that torch reads back to the same value: Python's shortest round-trip
+    ``repr`` (``1e-05``, where torch prints ``1.0000000000000001e-05``), or :func:`format_float` where that is
+    no longer (integral values, ``1.``) or where torch's reader needs it (a subnormal, in hexadecimal)."""
+    printed = format_float(value)
+    if printed.endswith(".") or "x" in printed:
+        return printed
+    short = repr(value)  # correctly rounded, the fewest digits that read back (strtod) to this very double
+    return short if len(short) < len(printed) else printed
 
 
 # the character -> its escape, the inverse of the table the lexer reads (a backslash-newline is read, never written)
@@ -192,3 +205,30 @@ class ListValue(DefaultValue):
 
     def __str__(self) -> str:
         return "[" + ", ".join(map(str, self.items)) + "]"
+
+
+class _ShortFloat(FloatValue):
+    """A double printed in its shortest spelling (what ``schema format --shortest`` writes); equal to its value."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return shortest_float(self.value)
+
+
+class _ShortComplex(ComplexValue):
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return shortest_float(self.imag) + "j"
+
+
+def shortest_default(default: DefaultValue | None) -> DefaultValue | None:
+    """The same default, its doubles (a list's too) printed in their shortest spelling."""
+    if type(default) is FloatValue:
+        return _ShortFloat(default.value, span=default.span)
+    if type(default) is ComplexValue:
+        return _ShortComplex(default.imag, span=default.span)
+    if type(default) is ListValue:
+        return ListValue(tuple(shortest_default(item) or item for item in default.items), span=default.span)
+    return default

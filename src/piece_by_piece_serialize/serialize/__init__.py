@@ -35,7 +35,8 @@ Layout and imports: the public functions are defined here; :mod:`._flatten` hold
 (:func:`_kind`, the compact-key rule), :mod:`._rebuild` the rebuild (steps and general route), :mod:`._copy`
 the copy, and :mod:`._caches` with its layer modules the transformers caches. The package may import
 :mod:`..errors`, :mod:`..schema`, :mod:`..treespec_name` and :mod:`..type_info`, never the custom-op layer
-or the CLI above it; torch and transformers are imported on first use only.
+or the CLI above it; torch and transformers are imported on first use only, torch through
+:mod:`.._optional`, which says how to install it when it is missing.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._optional import import_torch
 from ..type_info import CacheLeaf, TensorDictInfo, TensorInfo, TreeSpecInfo, TreeWithCachesInfo
-from . import _caches, _copy, _flatten, _rebuild
+from . import _caches, _copy, _flatten, _kv_sharing, _rebuild
 from ._copy import _copy as _copy_value
 from ._flatten import (
     _K_CACHE,
@@ -52,7 +54,9 @@ from ._flatten import (
     _K_LIST,
     _K_NONE,
     _K_SCALAR,
+    _K_SHARED,
     _K_TENSOR,
+    OpaqueLeafError,
     _argument,
     _compact_key,
     _expand_caches,
@@ -76,6 +80,7 @@ __all__ = [
     "deserialize_args_kwargs",
     "extract_names_from_schema",
     "make_copy",
+    "OpaqueLeafError",
     "serialize_args",
     "serialize_one",
     "tree_spec_as_name",
@@ -91,8 +96,8 @@ _Tensor: Any = None
 
 def _setup() -> None:
     global _Tensor
-    import torch
-
+    # the one place a missing torch is reported for the whole serializer (the submodules import it after this)
+    torch = import_torch("piece_by_piece_serialize.serialize (serialize_args, deserialize_args, ...)")
     _flatten._setup()
     _rebuild._setup()
     _copy._setup()
@@ -151,7 +156,10 @@ def serialize_one(obj: Any, name: str | int, schema: str) -> Tensor | list[Tenso
     if kind == _K_CACHE:
         # checked as type_as_str_with_info checks it (serialize_args takes the fast route of Note [fast layers])
         return _caches.flatten(obj, _caches.describe(obj, _argument(name, schema)))
-    leaves, _, caches = _flatten_tree(obj)
+    if kind == _K_SHARED:
+        _kv_sharing.describe(obj, _argument(name, schema))
+        return _kv_sharing.flatten(obj)
+    leaves, _, caches = _flatten_tree(obj, _argument(name, schema))
     return _expand_caches(leaves, caches, _argument(name, schema)) if caches else leaves
 
 
@@ -182,6 +190,8 @@ def type_as_str_with_info(obj: Any) -> str:
         return str(TensorDictInfo(tuple(obj)))
     if kind == _K_CACHE:
         return str(_caches.describe(obj, "value"))
+    if kind == _K_SHARED:
+        return str(_kv_sharing.describe(obj, "value"))
     from ..treespec_name import tree_spec_as_name
 
     leaves, spec, caches = _flatten_tree(obj)
@@ -210,23 +220,28 @@ def serialize_args(
 ) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
     """Flatten positional and keyword arguments before calling a custom operator.
 
-    Accepts ``args`` (a tuple or list of positional arguments, or a single tensor), ``kwargs`` (``None``,
-    or a dict of keyword arguments), ``schema`` (the operator's schema, used for parameter names when
-    ``args_names`` is not given; may be ``None``) and ``args_names`` (the ordered parameter names).
-    Returns, with ``kwargs=None``: the tensor itself when ``args`` is a tensor, else the flat tuple;
-    with ``kwargs={}``: ``(flat_tuple, {})``; otherwise ``(flat_tuple, {})`` where, after the
-    positional arguments, every named parameter is filled in order (``None`` when not passed) and the
-    remaining keyword arguments (``**kwargs``) follow in their order. Each argument is flattened by
-    :func:`serialize_one`.
-    Raises ``TypeError`` for arguments of the wrong type or passed twice, ``ValueError`` when
-    keyword arguments are given without any way to know the parameter order.
+    Accepts ``args`` (a tuple or list of positional arguments), ``kwargs`` (``None``, or a dict of keyword
+    arguments), ``schema`` (the operator's schema, used for parameter names when ``args_names`` is not given;
+    may be ``None``) and ``args_names`` (the ordered parameter names).
+    Returns, with ``kwargs=None``: the flat tuple; with ``kwargs={}``: ``(flat_tuple, {})``; otherwise
+    ``(flat_tuple, {})`` where, after the positional arguments, every named parameter is filled in order
+    (``None`` when not passed) and the remaining keyword arguments (``**kwargs``) follow in their order. Each
+    argument is flattened by :func:`serialize_one`.
+    Raises ``TypeError`` for a bare tensor as ``args`` (the original module returned it as is, so that
+    ``op(*serialize_args(x, None, None))`` silently unpacked its rows: write ``(x,)``), for arguments of the
+    wrong type or passed twice, and :class:`OpaqueLeafError` (a ``TypeError``) for an object pytree does not
+    open (a dataclass not registered with ``torch.utils._pytree.register_dataclass``, a set, an object of your
+    own class); ``ValueError`` when keyword arguments are given without any way to know the parameter order.
     """
     if _Tensor is None:
         _setup()
     if isinstance(args, _Tensor):
-        positional: Sequence[Any] = (args,)
-    elif type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
-        positional = args
+        raise TypeError(
+            "serialize_args: args must be the tuple (or list) of positional arguments, got a Tensor; write "
+            "serialize_args((x,), ...) for one tensor argument"
+        )
+    if type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
+        positional: Sequence[Any] = args
     else:  # a dict, a namedtuple, a cache...: one positional argument
         positional = (args,)
     flat: list[Any] = []
@@ -238,7 +253,7 @@ def serialize_args(
 
     if not kwargs:
         if kwargs is None:
-            return args if isinstance(args, _Tensor) else tuple(flat)
+            return tuple(flat)
         if not isinstance(kwargs, dict):
             raise TypeError(f"serialize_args: kwargs must be a dict or None, got {type(kwargs).__name__}")
         return tuple(flat), {}

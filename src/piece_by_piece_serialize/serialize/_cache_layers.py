@@ -129,6 +129,50 @@ def count_item(n: Any) -> Any:
     return _torch.empty((n, 0), dtype=_torch.int8)
 
 
+def check_optional_tensor(x: Any, what: str) -> Any:
+    """A registered tensor attribute that may be ``None`` (carried as a ``None`` item)."""
+    return None if x is None else check_tensor(x, what)
+
+
+def list_length(state: dict[str, Any], names: tuple[str, ...], what: str) -> int:
+    """The common length of a cache's registered list attributes (``register_cache_class(lists=...)``), each
+    entry a tensor or an empty entry (``None`` or ``[]``, as MiniMaxCache keeps for its attention layers)."""
+    lengths = set()
+    for name in names:
+        value = state.get(name)
+        if type(value) is not list:
+            raise Refused(f"{what}: {name} is a {type(value).__name__}, not a list")
+        for i, entry in enumerate(value):
+            if not (isinstance(entry, _Tensor) or entry is None or (type(entry) is list and not entry)):
+                raise Refused(f"{what}: {name}[{i}] is a {type(entry).__name__}, neither a tensor nor an empty entry (None or [])")
+        lengths.add(len(value))
+    if len(lengths) > 1:
+        raise Refused(f"{what}: the registered lists {', '.join(names)} have different lengths {sorted(lengths)}")
+    return lengths.pop() if lengths else 0
+
+
+def flatten_lists(cache: Any, names: tuple[str, ...], out: list[Any]) -> None:
+    """The items of the registered lists, list by list: each entry's tensor, or ``None`` for an empty entry."""
+    tensor = _Tensor
+    for name in names:
+        out.extend(entry if isinstance(entry, tensor) else None for entry in getattr(cache, name))
+
+
+def build_lists(cache: Any, names: tuple[str, ...], placeholders: dict[str, Any], n: int, items: Iterator[Any], what: str) -> None:
+    """Set the registered lists of a rebuilt cache from ``n`` items each; an empty entry becomes the registered
+    placeholder (``placeholders[name]()``, or ``None``)."""
+    for name in names:
+        make = placeholders.get(name)
+        entries = []
+        for i in range(n):
+            try:
+                item = check_optional_tensor(next(items), f"{name}[{i}]")
+            except TypeError as err:
+                raise TypeError(f"{what} {err}") from None
+            entries.append(item if item is not None else make() if make is not None else None)
+        setattr(cache, name, entries)
+
+
 def check_count(x: Any, what: str) -> Any:
     """The count a count tensor carries; a clear error for anything else."""
     if not isinstance(x, _Tensor) or x.dim() != 2 or x.shape[1] != 0:

@@ -48,6 +48,7 @@ from ..type_info import AnyCacheInfo, CacheInfo, EncoderDecoderCacheInfo, LayerI
 from ..type_info._cache_kinds import CacheKind, cache_kinds, layer_kind, layer_kinds
 from . import _cache_fast as _fast
 from . import _cache_layers as L
+from . import _kv_sharing
 from ._cache_fast import _is_updated, _stream
 from ._layer_adapters import bind_torch, make_adapter
 
@@ -72,7 +73,7 @@ BY_NAME: dict[str, CacheAdapter | PairAdapter] = {}
 _new = object.__new__
 # user registrations made before transformers was bound: (kind, cls, extra, like) replayed by _bind
 _PENDING_LAYERS: list[tuple[str, type, tuple[str, ...], str, frozenset[str]]] = []
-_PENDING_CACHES: list[tuple[CacheKind, type, frozenset[str]]] = []
+_PENDING_CACHES: list[tuple[CacheKind, type, frozenset[str], dict[str, Any] | None]] = []
 
 
 class CacheAdapter:
@@ -81,15 +82,18 @@ class CacheAdapter:
     base_attributes = frozenset({"layers", "layer_class_to_replicate", "offloading"})
     offload_attributes = frozenset({"only_non_sliding", "prefetch_stream"})
 
-    def __init__(self, kind: CacheKind, cls: type, counts: frozenset[str] | None = None) -> None:
+    def __init__(self, kind: CacheKind, cls: type, counts: frozenset[str] | None = None, placeholders: dict[str, Any] | None = None) -> None:
         self.kind = kind
         self.name = kind.name
         self.cls = cls
         # the cache's own items (a built-in cache's are counts; a registered one says which of its are)
         self.leading = tuple(kind.leading_items)
         self.counts = frozenset(kind.leading_items) if counts is None else counts
-        self.leading_counts_only = all(name in self.counts for name in self.leading)
-        self.attributes = self.base_attributes | frozenset(self.leading)
+        self.leading_counts_only = all(name in self.counts for name in self.leading) and not kind.lists
+        # registered list attributes, and what an empty entry is rebuilt as (a factory such as list, or None)
+        self.lists = kind.lists
+        self.placeholders = dict(placeholders or {})
+        self.attributes = self.base_attributes | frozenset(self.leading) | frozenset(self.lists)
 
     def describe(self, cache: Any, what: str) -> CacheInfo:
         state = vars(cache)
@@ -125,8 +129,13 @@ class CacheAdapter:
             value = state[name]
             if name in self.counts and (type(value) is not int or value < 0):
                 raise L.Refused(f"{what}: {name} is {value!r}, not a non-negative int")
-            if name not in self.counts and not isinstance(value, _Tensor):
-                raise L.Refused(f"{what}: {name} is a {type(value).__name__}, not a tensor")
+            if name not in self.counts and not (value is None or isinstance(value, _Tensor)):
+                hint = f"; register it with lists=({name!r},)" if type(value) is list else ""
+                raise L.Refused(f"{what}: {name} is a {type(value).__name__}, not a tensor (or None){hint}")
+        if self.lists:
+            n = L.list_length(state, self.lists, what)
+            if n:
+                options.append(("l", n))  # type: ignore[arg-type]  # a number parameter
         layers = state.get("layers")
         if type(layers) is not list:
             raise L.Refused(f"{what}: layers is a {type(layers).__name__}, not a list")
@@ -146,12 +155,16 @@ class CacheAdapter:
         for name in self.leading:
             value = getattr(cache, name)
             out.append(L.count_item(value) if name in self.counts else value)
+        if self.lists:
+            L.flatten_lists(cache, self.lists, out)
         for layer, layer_info in zip(cache.layers, info.layers):  # noqa: B905 - info describes these layers; strict= doubles zip's cost
             LAYERS[type(layer)].flatten(layer, layer_info, out)
 
     def build(self, info: CacheInfo, items: Iterator[Any], what: str) -> Any:
         cache: Any = _new(self.cls)
         leading = [next(items) for _ in self.leading]
+        if self.lists:
+            L.build_lists(cache, self.lists, self.placeholders, info.list_length, items, what)
         layers: list[Any] = []
         index = 0
         for run in info.runs:
@@ -170,7 +183,7 @@ class CacheAdapter:
             cache.only_non_sliding = info.option("p")
             cache.prefetch_stream = _stream()
         for name, value in zip(self.leading, leading):  # noqa: B905 - one value taken per name above; strict= doubles zip's cost
-            check = L.check_count if name in self.counts else L.check_tensor
+            check = L.check_count if name in self.counts else L.check_optional_tensor
             try:
                 setattr(cache, name, check(value, name))
             except (TypeError, ValueError) as err:
@@ -277,8 +290,8 @@ def _bind(cu: Any) -> None:
         adapter = make_adapter(code, cls, extra, like, counts)
         BUILDERS[code] = adapter
         LAYERS[cls] = adapter
-    for ckind, cls, counts in _PENDING_CACHES:
-        cadapter = CacheAdapter(ckind, cls, counts)
+    for ckind, cls, counts, placeholders in _PENDING_CACHES:
+        cadapter = CacheAdapter(ckind, cls, counts, placeholders)
         SUPPORTED[cls] = cadapter
         BY_NAME[ckind.name] = cadapter
     _Tensor = torch.Tensor
@@ -305,6 +318,11 @@ def _loaded() -> Any:
 def cache_module() -> Any:
     """``transformers.cache_utils`` if already imported, else ``None`` (never imports it)."""
     return sys.modules.get(_MODULE)
+
+
+def is_written_back(obj: Any) -> bool:
+    """Whether a custom operator writes ``obj`` back after the call: a cache, or a KVSharingDict."""
+    return is_cache(obj) or _kv_sharing.is_kv_sharing(obj)
 
 
 def is_cache(obj: Any) -> bool:
@@ -489,6 +507,8 @@ def builder(info: AnyCacheInfo) -> Callable[[Sequence[Any]], Any]:
 def _compiled(info: CacheInfo) -> Callable[[Iterator[Any]], Any]:
     """A function taking the items of one cache from an iterator and making it, or giving up (``None``)."""
     adapter = _cache_adapter(info.name)
+    if adapter.lists:  # registered lists take the general route (rebuild), which knows them
+        return lambda it: None
     runs = [(run.count, _fast.maker(_builder_of(run.layer.kind), run.layer)) for run in info.runs]
     replicate = None if info.option("n") else _DynamicLayer
     return _fast.cache_maker(
@@ -516,6 +536,8 @@ def write_back(dst: Any, src: Any) -> None:
     """
     if type(dst) is not type(src):
         raise TypeError(f"write_back: cannot write a {type(src).__qualname__} into a {type(dst).__qualname__}")
+    if _kv_sharing.is_kv_sharing(dst):  # the other argument layers share and mutate (Note [shared arguments])
+        return _kv_sharing.write_back(dst, src)
     if hasattr(src, "self_attention_cache"):
         write_back(dst.self_attention_cache, src.self_attention_cache)
         write_back(dst.cross_attention_cache, src.cross_attention_cache)
@@ -552,10 +574,10 @@ def register_layer(code: str, cls: type, extra: tuple[str, ...], like: str, coun
         LAYERS[cls] = adapter
 
 
-def register_cache(kind: CacheKind, cls: type, counts: frozenset[str]) -> None:
-    _PENDING_CACHES.append((kind, cls, counts))
+def register_cache(kind: CacheKind, cls: type, counts: frozenset[str], placeholders: dict[str, Any] | None = None) -> None:
+    _PENDING_CACHES.append((kind, cls, counts, placeholders))
     if _bound is not None:
-        adapter = CacheAdapter(kind, cls, counts)
+        adapter = CacheAdapter(kind, cls, counts, placeholders)
         SUPPORTED[cls] = adapter
         BY_NAME[kind.name] = adapter
 
@@ -570,6 +592,7 @@ __all__ = [
     "flatten_into",
     "flatten_supported",
     "is_cache",
+    "is_written_back",
     "rebuild",
     "write_back",
 ]

@@ -10,13 +10,17 @@ Imports: :mod:`._caches` only (and torch, bound by :func:`_setup` on first use).
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from typing import Any
 
-from . import _caches
+from . import _caches, _kv_sharing
 
 # torch objects, bound on first use by _setup (called by the package's own _setup)
 _Tensor: Any = None
 _tree_flatten: Any = None
+# Leaf types a flat list carries as they are (Note [opaque leaves]); torch's own constants are added by _setup.
+_PLAIN_LEAVES: set[type] = {type(None), bool, int, float, complex, str}
 
 
 def _setup() -> None:
@@ -25,10 +29,12 @@ def _setup() -> None:
     from torch.utils import _pytree
 
     _tree_flatten = _pytree.tree_flatten
+    _PLAIN_LEAVES.update((torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size))
+    _PLAIN_LEAVES.update((torch.SymInt, torch.SymFloat, torch.SymBool))  # export's symbolic scalars
     _Tensor = torch.Tensor
 
 # _kind() results
-_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE = range(7)
+_K_TENSOR, _K_NONE, _K_SCALAR, _K_LIST, _K_DICT, _K_CACHE, _K_TREE, _K_SHARED = range(8)
 _SCALAR_NAMES = {bool: "bool", int: "int", float: "float"}
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -82,6 +88,8 @@ def _kind(obj: Any) -> int:
         return _K_DICT
     if _caches.is_cache(obj):
         return _K_CACHE
+    if _kv_sharing.is_kv_sharing(obj):
+        return _K_SHARED
     return _K_TREE
 
 
@@ -93,11 +101,66 @@ def _scalar_name(obj: Any) -> str:
     return "float"
 
 
-def _flatten_tree(obj: Any) -> tuple[list[Any], Any, list[int]]:
-    """pytree leaves, spec, and the indices of the leaves that are transformers caches."""
+# Note [opaque leaves]
+# ~~~~~~~~~~~~~~~~~~~~
+# pytree opens only the containers it knows (tuples, lists, dicts, namedtuples and registered classes); anything
+# else -- a dataclass, an object of the user's own class, a set -- comes out as one leaf, the object itself. Such a
+# leaf would travel to the operator as an opaque Python object, which a custom operator cannot take (and which
+# torch.export cannot trace through), and the rebuilt value would be that same object, not a copy made of
+# tensors. So it is refused here, at the argument that holds it, saying how to make pytree open it
+# (torch.utils._pytree.register_dataclass for a dataclass: then its fields are carried like any other container).
+# Plain leaves pass: tensors, None, bool/int/float/complex, str, Enum members, torch's dtype/device/layout/
+# memory_format/Size and export's symbolic scalars.
+
+
+class OpaqueLeafError(TypeError):
+    """A value holds an object pytree does not open (Note [opaque leaves]). ``str()`` is the whole message;
+    ``what`` names the argument, ``path`` is where the object sits inside it (``"['k'][1]"``, ``""`` for the
+    argument itself), ``leaf_type`` its class and ``how`` what makes it carriable."""
+
+    def __init__(self, what: str, path: str, leaf_type: type, how: str) -> None:
+        name = leaf_type.__qualname__ if leaf_type.__module__ == "builtins" else f"{leaf_type.__module__}.{leaf_type.__qualname__}"
+        super().__init__(
+            f"{what}{' at ' + path if path else ''} is of type {name}, which pytree does not flatten: it would reach "
+            f"the operator as one opaque object; {how}"
+        )
+        self.what, self.path, self.leaf_type, self.how = what, path, leaf_type, how
+
+
+def _check_leaves(obj: Any, leaves: list[Any], caches: list[int], what: str) -> None:
+    """Refuse a leaf that is an object pytree did not open (Note [opaque leaves]); cache leaves are fine."""
+    plain, tensor = _PLAIN_LEAVES, _Tensor
+    for i, leaf in enumerate(leaves):
+        if type(leaf) in plain or isinstance(leaf, (tensor, enum.Enum)):
+            continue
+        if caches and i in caches:
+            continue
+        raise _opaque(obj, i, leaf, what)
+
+
+def _opaque(obj: Any, index: int, leaf: Any, what: str) -> OpaqueLeafError:
+    from torch.utils import _pytree
+
+    cls = type(leaf)
+    path = _pytree.keystr(_pytree.tree_flatten_with_path(obj)[0][index][0])
+    if dataclasses.is_dataclass(leaf):
+        how = (f"register it with torch.utils._pytree.register_dataclass({cls.__qualname__}) and its fields are "
+               "carried like any other container's")
+    elif isinstance(leaf, (set, frozenset)):
+        how = "pass a sorted list or a tuple instead (a set has no order to flatten in)"
+    else:
+        how = (f"make pytree open it with torch.utils._pytree.register_pytree_node({cls.__qualname__}, ...) (or "
+               "register_dataclass for a dataclass), or pass its tensors instead")
+    return OpaqueLeafError(what, path, cls, how)
+
+
+def _flatten_tree(obj: Any, what: str = "value") -> tuple[list[Any], Any, list[int]]:
+    """pytree leaves, spec, and the indices of the leaves that are transformers caches; ``what`` names ``obj`` in
+    the error for a leaf pytree could not open (Note [opaque leaves])."""
     cu = _caches.cache_module()
     if cu is None:  # a cache can only exist if transformers is already imported
         leaves, spec = _tree_flatten(obj)
+        _check_leaves(obj, leaves, [], what)
         return leaves, spec, []
     # A cache is a leaf even when its class is registered with pytree (transformers' export helpers do
     # that): this library rebuilds it itself, with all its state and without copies. pytree's is_leaf hook
@@ -109,6 +172,7 @@ def _flatten_tree(obj: Any) -> tuple[list[Any], Any, list[int]]:
         leaves, spec = _tree_flatten(obj)
     cache_type, registered = cu.Cache, _caches.SUPPORTED
     caches = [i for i, leaf in enumerate(leaves) if isinstance(leaf, cache_type) or type(leaf) in registered]
+    _check_leaves(obj, leaves, caches, what)
     return leaves, spec, caches
 
 

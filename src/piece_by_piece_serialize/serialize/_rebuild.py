@@ -6,7 +6,7 @@ compiled step of Note [deserialization steps] and, when that declines, the gener
 The checks on items (tensors only, leaves only, exact scalar kinds) and the pytree rebuild that keeps
 ``torch.Size`` nodes (Note [torch.Size in a pytree]) are here too.
 
-Imports: :mod:`..type_info` (the nodes and the parse cache) and :mod:`._caches` (cache rebuilds), and torch,
+Imports: :mod:`..type_info` (the nodes and the parse cache), :mod:`._caches` (cache rebuilds) and :mod:`._kv_sharing`, and torch,
 bound by :func:`_setup` on first use.
 """
 
@@ -20,6 +20,7 @@ from ..type_info import (
     AnyCacheInfo,
     CacheInfo,
     EncoderDecoderCacheInfo,
+    KVSharingInfo,
     NoneInfo,
     ScalarInfo,
     TensorDictInfo,
@@ -30,7 +31,7 @@ from ..type_info import (
     TypeInfo,
     _parse_cached,
 )
-from . import _caches
+from . import _caches, _kv_sharing
 
 # torch objects, bound on first use by _setup (called by the package's own _setup)
 _Tensor: Any = None
@@ -353,6 +354,10 @@ def _general_route(
             if not isinstance(item, _Tensor):
                 _check_tensors(items, f"{label}[{i}]", info)
         des.append(dict(zip(info.keys, [t.clone() for t in items] if clone else items)))  # noqa: B905 - n keys, n items
+    elif cls is KVSharingInfo:
+        items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
+        _check_tensors(items, f"{label}[{i}]", info)
+        des.append(_kv_sharing.rebuild(info, [t.clone() for t in items] if clone else items))
     elif cls is CacheInfo or cls is EncoderDecoderCacheInfo:
         items, pos = _take(res, pos, info.n_items, f"{label}[{i}]", info)
         _check_leaves(items, f"{label}[{i}]", info)

@@ -55,6 +55,7 @@ from ._ast import (
     StrConst,
     TupleConst,
     TupleNode,
+    leaf_count,
     measure,
     pretty_lines,
     print_name,
@@ -83,6 +84,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "NameLimits",
     "clear_name_cache",
+    "name_leaf_count",
     "pretty_name",
     "tree_spec_as_name",
     "tree_spec_from_legacy_name_unsafe",
@@ -329,13 +331,14 @@ def _spec_to_ast(spec: TreeSpec) -> Node:
     return out[0]
 
 
-def tree_spec_as_name(tree_spec: TreeSpec, n_elements: int, *, limits: NameLimits | None = None) -> str:
+def tree_spec_as_name(tree_spec: TreeSpec, n_elements: int | None = None, *, limits: NameLimits | None = None) -> str:
     """Spell a TreeSpec as a canonical, identifier-safe name.
 
-    Accepts a ``torch.utils._pytree.TreeSpec`` (a C++ pytree spec is converted) and its number of leaves.
+    Accepts a ``torch.utils._pytree.TreeSpec`` (a C++ pytree spec is converted) and, optionally, its number of
+    leaves (the original module's signature; the spec knows it, so ``None`` means ``tree_spec.num_leaves``).
     Returns a name matching ``[A-Za-z0-9_]+`` that starts with ``___v1_``; the same spec always gives the same
-    name and :func:`tree_spec_from_name` reads it back as ``(n_elements, equal spec)``.
-    Raises ``ValueError`` when ``n_elements`` is not the spec's leaf count, :class:`TreeSpecNameError` when a
+    name and :func:`tree_spec_from_name` reads it back as ``(number of leaves, equal spec)``.
+    Raises ``ValueError`` when a given ``n_elements`` is not the spec's leaf count, :class:`TreeSpecNameError` when a
     node, key or context has no encoding (the message names the type and how to register it) or when the spec
     is beyond ``limits`` (default :data:`DEFAULT_LIMITS`), and ``TypeError`` for a non-TreeSpec.
     """
@@ -344,7 +347,9 @@ def tree_spec_as_name(tree_spec: TreeSpec, n_elements: int, *, limits: NameLimit
         if not pytree._is_pytreespec_instance(tree_spec):
             raise TypeError(f"tree_spec must be a TreeSpec, got {type(tree_spec).__name__}")
         tree_spec = pytree._ensure_python_treespec_instance(tree_spec)
-    if type(n_elements) is not int or n_elements != tree_spec.num_leaves:
+    if n_elements is None:
+        n_elements = tree_spec.num_leaves
+    elif type(n_elements) is not int or n_elements != tree_spec.num_leaves:
         raise ValueError(f"n_elements={n_elements!r} but the TreeSpec has {tree_spec.num_leaves} leaves")
     limits = DEFAULT_LIMITS if limits is None else limits
     name = Name(_spec_to_ast(tree_spec))
@@ -556,6 +561,15 @@ def pretty_name(name: str, *, limits: NameLimits | None = None) -> str:
     """
     ast = _parse_canonical(name, DEFAULT_LIMITS if limits is None else limits)
     return "\n".join(pretty_lines(ast))
+
+
+def name_leaf_count(name: str, *, limits: NameLimits | None = None) -> int:
+    """The number of leaves of a canonical v1 name, without torch: nothing is resolved, as in :func:`pretty_name`.
+
+    Raises :class:`TreeSpecNameError` like :func:`pretty_name` for a malformed, non-canonical, over-limit or
+    legacy name.
+    """
+    return leaf_count(_parse_canonical(name, DEFAULT_LIMITS if limits is None else limits))
 
 
 def tree_spec_from_legacy_name_unsafe(name: str) -> tuple[int, TreeSpec]:

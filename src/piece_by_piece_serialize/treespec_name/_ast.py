@@ -567,3 +567,16 @@ def within_limits(name: Name, length: int, max_nodes: int, max_depth: int) -> bo
             for kv in item.items:
                 extend(kv)
     return nodes <= max_nodes
+
+
+def leaf_count(name: Name) -> int:
+    """The number of leaves of a parsed name (each leaf of a run counts), iteratively; constants are not leaves."""
+    leaves = 0
+    stack: list[Any] = [name.root]
+    while stack:
+        item = stack.pop()
+        if type(item) is Leaves:
+            leaves += item.count
+        elif type(item) in _NODE_KINDS:  # keys and contexts are constants, never leaves
+            stack.extend(item.children)
+    return leaves

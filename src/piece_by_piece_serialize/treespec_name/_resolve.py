@@ -7,7 +7,7 @@ runs code. It reads torch's pytree registry, and walks ``__dict__`` entries of m
 ``sys.modules`` (``object.__getattribute__``, so no ``__getattr__`` hook, no lazy import, no import at all).
 
 Imports: the standard library and the error class; torch's pytree module on first use (:func:`_pytree`, shared
-with the rest of the package). Nothing else of this package: the encoder and the decoder import this module.
+with the rest of the package), through :mod:`.._optional`, which names the install line when torch is missing. Nothing else of this package: the encoder and the decoder import this module.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .._optional import import_torch
 from ..errors import TreeSpecNameError
 
 _PYTREE: Any = None
@@ -24,6 +25,7 @@ def _pytree() -> Any:
     # torch is imported on first use only, then kept (this runs on every encode and decode).
     global _PYTREE
     if _PYTREE is None:
+        import_torch("encoding or decoding a TreeSpec (tree_spec_as_name, tree_spec_from_name)")
         import torch.utils._pytree as pytree
 
         _PYTREE = pytree

@@ -13,8 +13,8 @@ this module holds the public entry points: parsing (cached) and the pretty view.
   strings belong to the TreeSpec-name language family), never a lark exception.
 
 Imports: :mod:`._ast`, :mod:`._cache_kinds` and the error class at import time; the parser
-(:mod:`._transform`) on first parse, and :mod:`..treespec_name` (which imports torch) only when a ``___``
-TreeSpec name must be shown. Never lark.
+(:mod:`._transform`) on first parse, and :mod:`..treespec_name` when a ``___`` TreeSpec name is read (torch only
+when it is decoded into a TreeSpec: :func:`pretty_type_info` never imports torch). Never lark.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ._ast import (
     CacheInfo,
     CacheLeaf,
     EncoderDecoderCacheInfo,
+    KVSharingInfo,
     LayerInfo,
     LayerRun,
     LinearState,
@@ -62,6 +63,7 @@ __all__ = [
     "CacheInfo",
     "CacheLeaf",
     "EncoderDecoderCacheInfo",
+    "KVSharingInfo",
     "LayerInfo",
     "LayerRun",
     "LinearState",
@@ -164,9 +166,12 @@ def _pretty_cache_head(name: str, cache: CacheInfo) -> str:
     n = cache.n_layers
     items = f"{cache.n_items} item{'s' if cache.n_items != 1 else ''}" if cache.n_items else "no items"
     head = f"{name} ({n} layer{'s' if n != 1 else ''}, {items})"
-    notes = [p.meaning for p in CACHE_OPTIONS if cache.option(p.letter)]
+    notes = [p.meaning for p in CACHE_OPTIONS if cache.option(p.letter) and not p.number]
     if cache.leading_items:
         notes.append("first item " + ", ".join(cache.leading_items))
+    lists = cache_kind(cache.name).lists  # type: ignore[union-attr]  # the node checked its name
+    if lists:
+        notes.append(f"{' and '.join(lists)} of {cache.list_length} entr{'y' if cache.list_length == 1 else 'ies'}")
     return head + "".join(f"; {note}" for note in notes)
 
 
@@ -184,10 +189,15 @@ def pretty_type_info(text: str) -> str:
     """Show a type-info string as an indented tree, one line per part.
 
     Accepts anything :func:`parse_type_info` accepts; a ``___`` TreeSpec name is shown by
-    ``treespec_name.pretty_name``. Returns the text (lines joined by ``"\\n"``, no trailing newline).
-    Raises :class:`TreeSpecNameError` on malformed input.
+    ``treespec_name.pretty_name``. Needs no torch: the types a TreeSpec name refers to are shown, not looked
+    up. Returns the text (lines joined by ``"\\n"``, no trailing newline).
+    Raises :class:`TreeSpecNameError` on malformed input, and ``TypeError`` when ``text`` is not a ``str``.
     """
-    info = parse_type_info(text)
+    if not isinstance(text, str):
+        raise TypeError(f"a type-info string must be a str, got {type(text).__name__}")
+    from ._transform import parse
+
+    info = parse(text, resolve=False) if len(text) <= MAX_TYPE_INFO_LENGTH else _parse(text)
     if isinstance(info, TreeSpecInfo):
         from ..treespec_name import pretty_name
 
@@ -216,4 +226,9 @@ def pretty_type_info(text: str) -> str:
         return "\n".join(lines)
     if isinstance(info, (CacheInfo, EncoderDecoderCacheInfo)):
         return "\n".join(_pretty_cache(info))
+    if isinstance(info, KVSharingInfo):
+        n = len(info.entries)
+        lines = [f"KVSharingDict ({n} key{'s' if n != 1 else ''}, {info.n_items} tensors: keys and values shared between layers)"]
+        lines.extend(f"  {key!r}: {count} tensor{'s' if count != 1 else ''}" for key, count in info.entries)
+        return "\n".join(lines)
     raise AssertionError(f"unhandled type-info node {type(info).__name__}")  # pragma: no cover

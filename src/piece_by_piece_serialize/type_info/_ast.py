@@ -35,6 +35,7 @@ __all__ = [
     "TensorListInfo",
     "TreeSpecInfo",
     "TreeWithCachesInfo",
+    "KVSharingInfo",
     "TypeInfo",
 ]
 
@@ -334,7 +335,9 @@ class CacheInfo(TypeInfo):
         object.__setattr__(self, "options", _normalise_params(self.options, CACHE_OPTIONS, what))
         if self.option("p") and not self.option("o"):
             raise ValueError(f"{what}: 'p' (only_non_sliding=True) needs 'o' (offloading=True)")
-        total = len(spec.leading_items)
+        if self.option("l") and not spec.lists:
+            raise ValueError(f"{what}: 'l' (the length of registered lists) is for a class registered with lists=")
+        total = len(spec.leading_items) + self.list_length * len(spec.lists)
         layers = 0
         for i, run in enumerate(self.runs):
             if run.count < 1 or (i and self.runs[i - 1].layer == run.layer):
@@ -358,6 +361,11 @@ class CacheInfo(TypeInfo):
 
     def option(self, letter: str) -> bool:
         return any(p == letter for p, _ in self.options)
+
+    @property
+    def list_length(self) -> int:
+        """The length of each registered list attribute (the ``l`` parameter; 0 when absent)."""
+        return next((value or 0 for letter, value in self.options if letter == "l"), 0)
 
     @property
     def leading_items(self) -> tuple[str, ...]:
@@ -465,3 +473,31 @@ class TreeWithCachesInfo(TypeInfo):
 
     def __str__(self) -> str:
         return "WithCaches" + "".join(f"__{leaf}" for leaf in self.caches) + self.tree.name
+
+
+@dataclass(frozen=True, slots=True)
+class KVSharingInfo(TypeInfo):
+    """``KVSharingDict_N__k1__c1__k2__c2``: a ``transformers.cache_utils.KVSharingDict``, the dict through which
+    Gemma3n (and the models built like it) share keys and values between layers: ``entries`` are its keys in
+    order, each with the number of tensors of its tuple; the flat items are those tensors, key by key.
+
+    Keys follow the compact dict form's rule (:class:`TensorDictInfo`), which the layer types it is keyed by
+    (``full_attention``, ``sliding_attention``) do.
+    """
+
+    entries: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        keys = [key for key, _ in self.entries]
+        if keys:
+            TensorDictInfo(tuple(keys))  # the same key rule, checked once
+        for key, count in self.entries:
+            if type(count) is not int or count < 0:
+                raise ValueError(f"KVSharingInfo: the tuple of {key!r} has {count!r} tensors")
+
+    @property
+    def n_items(self) -> int:
+        return sum(count for _, count in self.entries)
+
+    def __str__(self) -> str:
+        return f"KVSharingDict_{len(self.entries)}" + "".join(f"__{key}__{count}" for key, count in self.entries)

@@ -265,6 +265,9 @@ class CacheKind:
     name: str
     leading_items: tuple[str, ...] = ()  # items of the cache itself, before its layers' items
     description: str = ""
+    # registered list attributes (MiniMaxCache.linear_cache): each entry one item (None for an empty entry), after
+    # the leading items; their common length is the options group's "l" parameter
+    lists: tuple[str, ...] = ()
     like: str | None = None  # registered by a user: the built-in cache it behaves like
     pair: bool = False  # holds two caches (EncoderDecoderCache), spelled with its own forms
 
@@ -274,6 +277,7 @@ CACHE_OPTIONS: tuple[Param, ...] = (
     Param("n", "layer_class_to_replicate=None"),
     Param("o", "offloading=True"),
     Param("p", "only_non_sliding=True"),
+    Param("l", "the length of the lists registered with the class", number=True),
 )
 
 _BUILTIN_CACHES: tuple[CacheKind, ...] = (

@@ -12,7 +12,8 @@ part fails first (the checks run during the parse): the text is then parsed agai
 (Note [syntax errors first]).
 
 Imports: the engine and its tables (:mod:`.._lalr`), the error class, the AST (:mod:`._ast`) and the cache
-vocabulary (:mod:`._cache_kinds`); :mod:`..treespec_name` (torch) only when a ``___`` TreeSpec name is decoded.
+vocabulary (:mod:`._cache_kinds`); :mod:`..treespec_name` only when a ``___`` TreeSpec name is read (torch only
+when it is decoded into a TreeSpec, not when it is only shown).
 Never the package ``__init__`` (which imports this module on first parse), never lark.
 """
 
@@ -52,6 +53,7 @@ _DISPLAY = {
     "KEY": "a dict key",
     "TREESPEC_NAME": "a TreeSpec name",
     "WITH_CACHES": "'WithCaches'",
+    "KV_SHARING_DICT": "'KVSharingDict'",
     "$END": "end of input",
     "<END-OF-FILE>": "end of input",
 }
@@ -71,7 +73,11 @@ _Group = tuple[int, ti.LayerInfo, int]  # a layer group: its count, its layer an
 
 class _ToAst:
     """Bottom-up: tokens -> ints and strings -> layers -> one TypeInfo node. Each method takes the rule's
-    children as the engine gives them (named tokens kept) and returns the rule's value."""
+    children as the engine gives them (named tokens kept) and returns the rule's value. With ``resolve`` False,
+    a ``___`` TreeSpec name is checked and its leaves counted but no TreeSpec is built (no torch: the views)."""
+
+    def __init__(self, resolve: bool = True) -> None:
+        self.resolve = resolve
 
     def start(self, c: list[ti.TypeInfo]) -> ti.TypeInfo:
         return c[0]
@@ -107,6 +113,19 @@ class _ToAst:
                 raise Refused(f"duplicate dict key {tok.value!r}", tok.start_pos)
             seen.add(tok.value)
         return ti.TensorDictInfo(tuple(tok.value for tok in keys))
+
+    def kv_sharing(self, c: list[Any]) -> ti.TypeInfo:
+        count = c[2]
+        keys = [tok for tok in c[3:] if isinstance(tok, Token) and tok.type == "KEY"]
+        counts = [tok for tok in c[3:] if isinstance(tok, Token) and tok.type in ("COUNT", "ZERO")]
+        if int(count.value) != len(keys):
+            raise Refused(f"KVSharingDict_{count.value} announces {count.value} keys but {len(keys)} follow", count.start_pos)
+        seen: set[str] = set()
+        for tok in keys:
+            if tok.value in seen:
+                raise Refused(f"duplicate key {tok.value!r}", tok.start_pos)
+            seen.add(tok.value)
+        return ti.KVSharingInfo(tuple((k.value, int(n.value)) for k, n in zip(keys, counts, strict=True)))
 
     # caches ------------------------------------------------------------------------------------
 
@@ -215,7 +234,7 @@ class _ToAst:
 
     def with_caches(self, c: list[Any]) -> ti.TypeInfo:
         tok: Token = c[-1]
-        tree = _treespec_info(tok)
+        tree = _treespec_info(tok, self.resolve)
         caches: list[ti.CacheLeaf] = []
         for item in c[1:-1]:
             if isinstance(item, Token):  # the "__" between cache leaves
@@ -236,7 +255,7 @@ class _ToAst:
         return ti.TreeWithCachesInfo(tuple(caches), tree)
 
     def treespec(self, c: list[Token]) -> ti.TypeInfo:
-        return _treespec_info(c[0])
+        return _treespec_info(c[0], self.resolve)
 
 
 def _cache_info(name: Token, body: _Body, as_name: str | None = None) -> ti.CacheInfo:
@@ -255,12 +274,12 @@ def _legacy_name(name: Token, text: str) -> None:
         )
 
 
-def _treespec_info(tok: Token) -> ti.TreeSpecInfo:
-    # Imported here: decoding a TreeSpec name needs torch, every other form does not.
-    from ..treespec_name import tree_spec_from_name
+def _treespec_info(tok: Token, resolve: bool) -> ti.TreeSpecInfo:
+    # Imported here: decoding a TreeSpec name needs torch, every other form does not; counting its leaves does not.
+    from ..treespec_name import name_leaf_count, tree_spec_from_name
 
     try:
-        n_leaves, spec = tree_spec_from_name(tok.value)
+        n_leaves, spec = tree_spec_from_name(tok.value) if resolve else (name_leaf_count(tok.value), None)
     except TreeSpecNameError as err:
         if tok.start_pos:  # inside WithCaches: report the position in the whole type-info string
             raise Refused(err.msg, tok.start_pos + err.pos) from None
@@ -283,13 +302,15 @@ _engines: dict[str, Engine] = {}
 
 
 def _engine(kind: str = "ast") -> Engine:
-    """The engine building the AST (``"ast"``) or only the shape of the parse (``"shapes"``), built once."""
+    """The engine building the AST (``"ast"``), the AST without building TreeSpecs (``"unresolved"``), or only
+    the shape of the parse (``"shapes"``), each built once."""
     engine = _engines.get(kind)
     if engine is None:
         with _lock:
             engine = _engines.get(kind)
             if engine is None:
-                engine = Engine(load("type_info"), _ToAst() if kind == "ast" else _Shapes())
+                callbacks = _ToAst(kind == "ast") if kind in ("ast", "unresolved") else _Shapes()
+                engine = Engine(load("type_info"), callbacks)
                 _engines[kind] = engine
     return engine
 
@@ -326,9 +347,13 @@ def _syntax_error(text: str, err: Failure, engine: Engine) -> TreeSpecNameError:
 # is reported, in the order the rules are reduced: left to right, children before their parent.
 
 
-def parse(text: str) -> ti.TypeInfo:
-    """Parse ``text`` into a TypeInfo node; raise TreeSpecNameError on any malformed input."""
-    engine = _engine()
+def parse(text: str, *, resolve: bool = True) -> ti.TypeInfo:
+    """Parse ``text`` into a TypeInfo node; raise TreeSpecNameError on any malformed input.
+
+    ``resolve=False`` leaves the ``spec`` of a TreeSpec name ``None`` (its leaves are still counted and its
+    spelling checked): what the views need, without torch and without resolving the types it names.
+    """
+    engine = _engine("ast" if resolve else "unresolved")
     try:
         result: ti.TypeInfo = engine.parse(text)
         return result

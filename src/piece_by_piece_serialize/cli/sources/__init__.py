@@ -2,9 +2,10 @@
 
 The command line checks schemas where people write them: plain text (one schema per line), Python
 sources (``torch.library.define``, ``Library.define``/``lib.define``, ``custom_op(..., schema=...)``,
-``torch._C.parse_schema``), C++ and Objective-C++ sources (string literals passed to ``def(``,
-``TORCH_SELECTIVE_SCHEMA(``, ``torch::schema(``, ``c10::schema(``, ``torch::jit::parseSchema(`` and
-``parseSchemaOrName(``) and YAML ``func:`` entries of files shaped like ``native_functions.yaml``. This
+``torch._C.parse_schema``), C++ and Objective-C++ sources (string literals passed to ``def(`` outside a
+``PYBIND11_MODULE`` body, ``TORCH_SELECTIVE_SCHEMA(``, ``torch::schema(``, ``c10::schema(``,
+``torch::jit::parseSchema(``, ``parseSchemaOrName(``, ``torch::jit::Operator(`` and, in a file that uses
+``RegisterOperators``, ``.op(`` and ``.schema(``), the project's own schema functions in both, and YAML ``func:`` entries of files shaped like ``native_functions.yaml``. This
 module reads those *container* languages only; it never looks inside a schema (that is the schema
 grammar's job). Each schema comes out as a :class:`SchemaSite`: the decoded text exactly as torch would
 receive it, plus, for every character of that text, the 1-based line and column in the original file
@@ -35,6 +36,7 @@ parser, never torch, and no other module of the command line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import PurePath
 
 from ._cpp import cpp_source
@@ -93,14 +95,18 @@ def split_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
-def read_source(path: str, text: str, kind: str) -> SourceFile:
-    """Everything the checker needs from one file of the given kind (see :class:`SourceFile`)."""
+def read_source(path: str, text: str, kind: str, schema_functions: Sequence[str] = ()) -> SourceFile:
+    """Everything the checker needs from one file of the given kind (see :class:`SourceFile`).
+
+    ``schema_functions`` names the project's own calls that take a schema (``--schema-function``,
+    ``schema-functions`` in the configuration), read in Python and C++ files besides torch's own.
+    """
     lines = split_lines(text)
     source = SourceFile(path, lines)
     if kind == "python":
-        python_source(source, text)
+        python_source(source, text, schema_functions)
     elif kind == "cpp":
-        cpp_source(source, text)
+        cpp_source(source, text, schema_functions)
     elif kind == "yaml":
         yaml_source(source)
     else:
@@ -109,7 +115,7 @@ def read_source(path: str, text: str, kind: str) -> SourceFile:
     return source
 
 
-def read_sites(path: str, text: str, kind: str) -> tuple[list[SchemaSite], list[Problem]]:
+def read_sites(path: str, text: str, kind: str, schema_functions: Sequence[str] = ()) -> tuple[list[SchemaSite], list[Problem]]:
     """Every schema site of a file of the given kind, in file order, and the problems met while reading."""
-    source = read_source(path, text, kind)
+    source = read_source(path, text, kind, schema_functions)
     return source.sites, source.problems

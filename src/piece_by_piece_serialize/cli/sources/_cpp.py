@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._contexts import (
@@ -24,7 +25,9 @@ from .._contexts import (
     CONTEXT_CPP,
     CONTEXT_JIT_PARSE_SCHEMA,
     CONTEXT_JIT_PARSE_SCHEMA_OR_NAME,
+    CONTEXT_SCHEMA_FUNCTION,
     CONTEXT_TORCH_SCHEMA,
+    NAME_ONLY,
 )
 from ._model import TEMPLATE_OPENERS, Problem, SchemaSite, SourceFile, is_hex, parse_directive, template_note
 from ._positions import LineIndex, OffsetPositions
@@ -32,8 +35,14 @@ from ._positions import LineIndex, OffsetPositions
 __all__ = ["cpp_source"]
 
 
-_CPP_CALLEES = ("def", "TORCH_SELECTIVE_SCHEMA", "schema", "parseSchema", "parseSchemaOrName")
-_CPP_WORDS = ("def", "schema", "Schema", "SCHEMA")  # a file without any of these holds no schema call
+_CPP_CALLEES = ("def", "TORCH_SELECTIVE_SCHEMA", "schema", "parseSchema", "parseSchemaOrName", "Operator")
+# TorchScript's legacy registration, read only in a file that names it: `RegisterOperators().op("schema", fn)`
+# and `RegisterOperators::options().schema("schema")` (`op` and `schema` are too common a name otherwise)
+_LEGACY_CALLEES = ("op",)
+_LEGACY_WORD = "RegisterOperators"
+_CPP_WORDS = ("def", "schema", "Schema", "SCHEMA", "Operator")  # a file without any of these holds no schema call
+# The body of a pybind11 module: its `m.def("name", &fn)` bind Python functions, they never define an operator.
+_PYBIND_MODULE = "PYBIND11_MODULE"
 _CPP_STRING_PREFIXES = ("u8R", "LR", "uR", "UR", "R", "u8", "L", "u", "U")  # longest first
 _CPP_SIMPLE_ESCAPES = {"'": "'", '"': '"', "?": "?", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _OCTAL = "01234567"
@@ -218,21 +227,29 @@ def _cpp_decode(text: str, literal: _CppLiteral) -> tuple[list[str], list[int]]:
     return chars, offsets
 
 
-def cpp_source(source: SourceFile, text: str) -> None:
-    wants_sites = any(word in text for word in _CPP_WORDS)
+def cpp_source(source: SourceFile, text: str, functions: Sequence[str] = ()) -> None:
+    """The schema sites, notes and suppressions of a C++ file; ``functions`` are the project's own calls that
+    take a schema as their first argument (``--schema-function``), read like ``torch::schema(``."""
+    functions = [name.rpartition("::")[2] for name in functions]
+    wants_sites = any(word in text for word in _CPP_WORDS) or any(name in text for name in functions)
     if not wants_sites and "pbp:" not in text:
         return
     scan = _CppScan(text)
     where = LineIndex(text)
     if wants_sites:
         found: list[tuple[int, SchemaSite | Problem]] = []
+        legacy = _LEGACY_WORD in text
+        callees = _CPP_CALLEES + (_LEGACY_CALLEES if legacy else ()) + tuple(functions)
+        bindings = _pybind_bodies(scan) if _PYBIND_MODULE in text else []
         for lo, hi in scan.code:
-            for callee in _CPP_CALLEES:
+            for callee in callees:
                 k = text.find(callee, lo, hi)
                 while k >= 0:
                     after = k + len(callee)
                     if (k == 0 or not _is_ident_char(text[k - 1])) and not _is_ident_char(text[after : after + 1] or " "):
-                        context = _cpp_context(text, k, callee)
+                        context = _cpp_context(text, k, callee, legacy, functions)
+                        if context == CONTEXT_CPP and any(start <= k < end for start, end in bindings):
+                            context = None  # a pybind11 binding of a Python function, named, never a schema
                         item = _cpp_call(scan, where, source, k, after, context) if context else None
                         if item is not None:
                             found.append((k, item))
@@ -254,16 +271,27 @@ def cpp_source(source: SourceFile, text: str) -> None:
                 source.suppressions.append(directive)
 
 
-def _cpp_context(text: str, k: int, callee: str) -> str | None:
+def _cpp_context(text: str, k: int, callee: str, legacy: bool = False, functions: Sequence[str] = ()) -> str | None:
     """The context of a schema call named ``callee`` at offset ``k``; None when it is not one."""
+    if callee in functions:
+        return CONTEXT_SCHEMA_FUNCTION
     if callee == "schema":
+        if legacy and text[k - 1 : k] == ".":
+            # RegisterOperators::options().schema("..."): Options::schema calls parseSchemaOrName
+            return CONTEXT_JIT_PARSE_SCHEMA_OR_NAME
         # only torch::schema / c10::schema: a bare `schema(` is too common a name to be sure of
         if text[k - 2 : k] != "::":
             return None
-        j = k - 2
-        while j > 0 and _is_ident_char(text[j - 1]):
-            j -= 1
-        return {"torch": CONTEXT_TORCH_SCHEMA, "c10": CONTEXT_C10_SCHEMA}.get(text[j : k - 2])
+        return {"torch": CONTEXT_TORCH_SCHEMA, "c10": CONTEXT_C10_SCHEMA}.get(_qualifier(text, k))
+    if callee == "op":
+        # RegisterOperators().op("schema or name", fn): the legacy registration, through parseSchemaOrName
+        return CONTEXT_JIT_PARSE_SCHEMA_OR_NAME if text[k - 1 : k] == "." else None
+    if callee == "Operator":
+        # torch::jit::Operator("ns::f(...) -> ...", op, alias): its schema is parsed with parseSchema; bare
+        # (under `using namespace torch::jit`) or qualified by jit::, never a member or another namespace's class
+        if text[k - 1 : k] == "." or (text[k - 2 : k] == "::" and _qualifier(text, k) != "jit"):
+            return None
+        return CONTEXT_JIT_PARSE_SCHEMA
     if callee == "parseSchema":
         return CONTEXT_JIT_PARSE_SCHEMA
     if callee == "parseSchemaOrName":
@@ -271,21 +299,23 @@ def _cpp_context(text: str, k: int, callee: str) -> str | None:
     return CONTEXT_CPP
 
 
-def _cpp_call(scan: _CppScan, where: LineIndex, source: SourceFile, callee_at: int, after_callee: int, context: str) -> SchemaSite | Problem | None:
-    """The schema site (or note) of the call whose name ends at ``after_callee``; None if it is not one.
+@dataclass(slots=True)
+class _Argument:
+    """One argument of a call as the scanner sees it: its string literals at depth 0 and what else it holds."""
 
-    Reads the first argument up to its ',' or ')' at nesting depth 0. Only string literals at depth 0
-    count (in ``m.def(TORCH_SELECTIVE_SCHEMA("..."))`` the literal belongs to the inner call, found on
-    its own).
-    """
+    literals: list[_CppLiteral]
+    end: int  # the offset of the ',' or ')' that ends it (of the Jinja opener, when ``template`` is set)
+    other: int = -1  # the first piece at depth 0 that is not a literal (-1: none)
+    template: int = -1  # a Jinja opener inside it
+    names_only: bool = True  # every such piece is a macro parameter made a string (`#name`)
+
+
+def _read_argument(scan: _CppScan, k: int) -> _Argument | None:
+    """The argument that starts at offset ``k``, read token by token up to its ',' or ')' at depth 0; None when
+    the statement ends first or it runs past the token bound."""
     text = scan.text
     n = len(text)
-    k = scan.skip_blank(after_callee)
-    if text[k : k + 1] != "(":
-        return None
-    k = scan.skip_blank(k + 1)
-    literals: list[_CppLiteral] = []
-    other = template = -1
+    arg = _Argument([], k)
     depth = tokens = 0
     while True:
         tokens += 1
@@ -294,7 +324,7 @@ def _cpp_call(scan: _CppScan, where: LineIndex, source: SourceFile, callee_at: i
         literal = scan.literals.get(k)
         if literal is not None:
             if depth == 0:
-                literals.append(literal)
+                arg.literals.append(literal)
             k = scan.skip_blank(literal.end)
             continue
         ch = text[k]
@@ -303,50 +333,123 @@ def _cpp_call(scan: _CppScan, where: LineIndex, source: SourceFile, callee_at: i
         if ch == ";" or (depth == 0 and ch in "]}"):
             return None  # the statement ended: not a call with a schema argument
         if text[k : k + 2] in TEMPLATE_OPENERS:
-            template = k
+            arg.template = k
             break
+        if depth == 0 and arg.other < 0:
+            arg.other = k
         if ch == "#" and _starts_line(text, k):
             # a preprocessor directive between the pieces (#if / #else / #endif): its whole logical line
-            other = k if other < 0 else other
+            arg.names_only = False
             k = _end_of_logical_line(text, k)
+        elif ch == "#" and depth == 0 and _is_ident_char(text[k + 1 : k + 2] or " "):
+            k += 1  # `#name` in a macro body: the name, made a string by the preprocessor
+            while k < n and _is_ident_char(text[k]):
+                k += 1
         elif _is_ident_char(ch):
-            j = k + 1
-            while j < n and _is_ident_char(text[j]):
-                j += 1
-            if depth == 0 and other < 0:
-                other = k
-            k = j
+            arg.names_only = arg.names_only and depth > 0
+            while k < n and _is_ident_char(text[k]):
+                k += 1
         else:
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-            elif depth == 0 and other < 0:
-                other = k
+            arg.names_only = arg.names_only and depth > 0
+            depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
             k += 1
         k = scan.skip_blank(k)
-    if not literals:
+    arg.end = k
+    return arg
+
+
+def _cpp_call(scan: _CppScan, where: LineIndex, source: SourceFile, callee_at: int, after_callee: int, context: str) -> SchemaSite | Problem | None:
+    """The schema site (or note) of the call whose name ends at ``after_callee``; None if it is not one.
+
+    Reads the first argument (for a project's schema function, the first that holds a string literal) up to
+    its ',' or ')' at nesting depth 0. Only string literals at depth 0 count (in
+    ``m.def(TORCH_SELECTIVE_SCHEMA("..."))`` the literal belongs to the inner call, found on its own).
+    """
+    text = scan.text
+    k = scan.skip_blank(after_callee)
+    if text[k : k + 1] != "(":
         return None
+    arg = _read_argument(scan, scan.skip_blank(k + 1))
+    while context == CONTEXT_SCHEMA_FUNCTION and arg is not None and not arg.literals and text[arg.end : arg.end + 1] == ",":
+        arg = _read_argument(scan, scan.skip_blank(arg.end + 1))
+    if arg is None or not arg.literals:
+        return None
+    k = arg.end
     span = (where(callee_at)[0], where(k)[0])
-    if template >= 0:
-        return template_note(source.path, text, template, where(template), span)
-    if other >= 0:
-        line, column = where(other)
-        shown = _cpp_shown(scan, other)
-        if shown.startswith("#") and _starts_line(text, other):
+    if arg.template >= 0:
+        return template_note(source.path, text, arg.template, where(arg.template), span)
+    if arg.other >= 0:
+        if arg.names_only and context in NAME_ONLY and not any("(" in text[lit.body : lit.body_end] for lit in arg.literals):
+            # `m.def("softmax_" #name, &fn)`, `.def("_set_" #field, ...)`: a name the preprocessor completes, with
+            # no argument list anywhere: a bare name (a pybind11 or torch::class_ method binding, or an operator
+            # whose schema torch infers), never half a schema
+            return None
+        line, column = where(arg.other)
+        shown = _cpp_shown(scan, arg.other)
+        if shown.startswith("#") and _starts_line(text, arg.other):
             message = f"cannot read statically: a preprocessor directive ('{shown}') sits between the string literals; not checked"
         else:
             message = f"cannot read statically: the schema text is joined with '{shown}', known only when the file is compiled; not checked"
         return Problem(source.path, line, column, message, "note", "not-static", span=span)
     offsets = array("q")
     chars: list[str] = []
-    for literal in literals:
+    for literal in arg.literals:
         decoded, at = _cpp_decode(text, literal)
         chars.extend(decoded)
         offsets.extend(at)
-    offsets.append(literals[-1].body_end)
+    offsets.append(arg.literals[-1].body_end)
     typevars = _cpp_bool_argument(scan, k) if context != CONTEXT_CPP and text[k] == "," else None
     return SchemaSite(source.path, "".join(chars), OffsetPositions(offsets, where), context, source.lines, span, typevars)
+
+
+def _qualifier(text: str, k: int) -> str:
+    """The name before the ``::`` that ends just before offset ``k`` (``torch`` in ``torch::schema``)."""
+    j = k - 2
+    while j > 0 and _is_ident_char(text[j - 1]):
+        j -= 1
+    return text[j : k - 2]
+
+
+def _pybind_bodies(scan: _CppScan) -> list[tuple[int, int]]:
+    """The ``{...}`` bodies of ``PYBIND11_MODULE(name, m) {...}``, as offset intervals (literals and comments
+    inside them skipped when the braces are counted)."""
+    text = scan.text
+    bodies: list[tuple[int, int]] = []
+    k = text.find(_PYBIND_MODULE)
+    while k >= 0:
+        after = k + len(_PYBIND_MODULE)
+        if (k == 0 or not _is_ident_char(text[k - 1])) and k not in scan.literals:
+            j = scan.skip_blank(after)
+            close = _matching(scan, j, "(", ")") if text[j : j + 1] == "(" else -1
+            j = scan.skip_blank(close + 1) if close >= 0 else -1
+            end = _matching(scan, j, "{", "}") if j >= 0 and text[j : j + 1] == "{" else -1
+            if end >= 0:
+                bodies.append((j, end))
+        k = text.find(_PYBIND_MODULE, after)
+    return bodies
+
+
+def _matching(scan: _CppScan, k: int, opener: str, closer: str) -> int:
+    """The offset of the ``closer`` that matches the ``opener`` at ``k`` (literals and comments skipped), or -1."""
+    text = scan.text
+    depth = 0
+    while k < len(text):
+        literal = scan.literals.get(k)
+        if literal is not None:
+            k = literal.end
+            continue
+        if k in scan.comments:
+            k = scan.comments[k]
+            continue
+        ch = text[k]
+        if ch == opener:
+            depth += 1
+        elif ch == closer:
+            depth -= 1
+            if depth == 0:
+                return k
+        k += 1
+    return -1
 
 
 def _starts_line(text: str, k: int) -> bool:

@@ -19,7 +19,13 @@ import tokenize
 import warnings
 from collections.abc import Sequence
 
-from .._contexts import CONTEXT_CUSTOM_OP, CONTEXT_LIBRARY_DEFINE, CONTEXT_PARSE_SCHEMA, CONTEXT_TORCH_LIBRARY_DEFINE
+from .._contexts import (
+    CONTEXT_CUSTOM_OP,
+    CONTEXT_LIBRARY_DEFINE,
+    CONTEXT_PARSE_SCHEMA,
+    CONTEXT_SCHEMA_FUNCTION,
+    CONTEXT_TORCH_LIBRARY_DEFINE,
+)
 from ._model import Problem, SchemaSite, SourceFile, Suppression, parse_directive
 from ._positions import Chunks, Run
 from ._pystring import decode_python_string, string_tokens
@@ -41,10 +47,12 @@ _PYTHON_WORDS = ("define(", ".define", "custom_op", "triton_op", "parse_schema")
 _Folded = tuple[str, list[Sequence[tuple[int, int]]]]
 
 
-def python_source(source: SourceFile, text: str) -> None:
+def python_source(source: SourceFile, text: str, functions: Sequence[str] = ()) -> None:
+    """The schema sites, notes and suppressions of a Python file; ``functions`` are the project's own helpers
+    that take a schema (``--schema-function``): the first positional argument that holds a string, or ``schema=``."""
     if "pbp:" in text:
         source.suppressions.extend(_python_suppressions(text))
-    if not any(word in text for word in _PYTHON_WORDS):
+    if not any(word in text for word in _PYTHON_WORDS) and not any(name.rpartition(".")[2] in text for name in functions):
         return
     path = source.path
     try:
@@ -64,7 +72,7 @@ def python_source(source: SourceFile, text: str) -> None:
     except (RecursionError, MemoryError):  # CPython's own parser gives up on very deeply nested expressions
         source.problems.append(Problem(path, 1, 1, "cannot parse Python source (nested too deeply); its schemas were not checked", fatal=True))
         return
-    reader = _PythonReader(path, source.lines, tree)
+    reader = _PythonReader(path, source.lines, tree, functions)
     source.sites.extend(reader.sites)
     source.problems.extend(reader.notes)
 
@@ -83,11 +91,12 @@ def _python_suppressions(text: str) -> list[Suppression]:
 
 
 class _PythonReader:
-    def __init__(self, path: str, lines: list[str], tree: ast.Module) -> None:
+    def __init__(self, path: str, lines: list[str], tree: ast.Module, functions: Sequence[str] = ()) -> None:
         self.path = path
         self.lines = lines
+        self.functions = tuple(functions)
         self.aliases: dict[str, str] = {}
-        self.constants = _module_constants(tree)
+        self.constants, self.rebound = _module_constants(tree)
         # One walk collects imports, Library bindings and calls; calls are resolved afterwards, once every
         # import and binding of the file is known.
         calls: list[ast.Call] = []
@@ -169,6 +178,26 @@ class _PythonReader:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "define" and self._is_library(node.func.value):
             # Library.define(schema, alias_analysis="", *, tags=())
             return self._site(node, _argument(node, 0, "schema"), CONTEXT_LIBRARY_DEFINE)
+        if self.functions and qualified is not None and self._is_schema_function(qualified):
+            return self._site(node, self._first_string(node), CONTEXT_SCHEMA_FUNCTION)
+        return None
+
+    def _is_schema_function(self, qualified: str) -> bool:
+        """Whether a call's dotted name (imports resolved) is one of the project's schema functions: a plain
+        name matches the last part (``register_tosa_op`` matches ``ops.register_tosa_op``), a dotted one the
+        end of the dotted name."""
+        return any(qualified == name or qualified.endswith("." + name) for name in self.functions)
+
+    def _first_string(self, node: ast.Call) -> ast.expr | None:
+        """``schema=``, else the first positional argument that holds a string (``bind_pattern_to_op(lib, "...")``)."""
+        keyword = _argument(node, None, "schema")
+        if keyword is not None:
+            return keyword
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                return None
+            if _holds_literal(arg, self.constants) or (isinstance(arg, ast.Name) and arg.id in self.rebound):
+                return arg
         return None
 
     def _site(self, call: ast.Call, arg: ast.expr | None, context: str) -> SchemaSite | Problem | None:
@@ -176,6 +205,8 @@ class _PythonReader:
             return None
         span = (call.lineno, call.end_lineno or call.lineno)
         folded = self._fold(arg, depth=0)
+        if folded is None and isinstance(arg, ast.JoinedStr):
+            folded = self._dynamic_name(arg)
         if folded is None:
             return self._not_static(arg, span)
         text, parts = folded
@@ -187,9 +218,53 @@ class _PythonReader:
             end = self._start(arg)
         return SchemaSite(self.path, text, Chunks([*positions.parts, [end]]), context, self.lines, span)
 
+    def _dynamic_name(self, node: ast.JoinedStr) -> _Folded | None:
+        """``f"{name}(Tensor x) -> Tensor"``, ``f"{ns}::{op}.out(...)"``: when every field of a one-line f-string
+        stands before its argument list, only the operator name is dynamic. The rest is read from the source
+        after the last field, and the name becomes ``_`` (placed at that field), so the argument list, the
+        returns and the context's rules are checked; None when a field is in the argument list itself."""
+        fields = [i for i, v in enumerate(node.values) if isinstance(v, ast.FormattedValue)]
+        tail = node.values[fields[-1] + 1 :]
+        before = "".join(str(v.value) for v in node.values[: fields[-1]] if isinstance(v, ast.Constant))
+        tail_text = "".join(str(v.value) for v in tail if isinstance(v, ast.Constant))
+        if "(" in before or "(" not in tail_text or node.lineno != node.end_lineno or node.end_col_offset is None:
+            return None
+        line = self.lines[node.lineno - 1] if 0 < node.lineno <= len(self.lines) else ""
+        raw = line.encode("utf-8")
+        last = node.values[fields[-1]]
+        assert isinstance(last, ast.FormattedValue)  # by construction of fields
+        value_end = last.value.end_col_offset
+        start = node.col_offset
+        if value_end is None:
+            return None
+        # the '}' that closes the last field (after its conversion and format spec)
+        depth, k = 1, value_end
+        while k < node.end_col_offset and depth:
+            depth += {ord("{"): 1, ord("}"): -1}.get(raw[k], 0)
+            k += 1
+        prefix_end = start
+        while prefix_end < k and raw[prefix_end] not in b"'\"":
+            prefix_end += 1
+        quote = raw[prefix_end : prefix_end + 3] if raw[prefix_end : prefix_end + 3] in (b'"""', b"'''") else raw[prefix_end : prefix_end + 1]
+        head = (raw[start:prefix_end] + quote).decode("utf-8", errors="replace")
+        rest = raw[k : node.end_col_offset].decode("utf-8", errors="replace")
+        column = len(raw[:k].decode("utf-8", errors="replace")) + 1 - len(head)
+        decoded = decode_python_string(head + rest, node.lineno, column)
+        if decoded is None or "".join(decoded[0]) != tail_text:
+            return None
+        return "_" + tail_text, [[self._start(last.value)], decoded[1]]
+
     def _not_static(self, arg: ast.expr, span: tuple[int, int]) -> Problem | None:
-        """A note for an argument that holds a string literal but cannot be folded; None for one that
-        holds none (a name bound in a function, a parameter: there is nothing to read)."""
+        """A note for an argument that holds a string literal but cannot be folded, or a module-level name
+        bound more than once to strings; None for one that holds neither (a name bound in a function, a
+        parameter: there is nothing to read)."""
+        if isinstance(arg, ast.Name) and any(_holds_literal(v, {}) for v in self.rebound.get(arg.id, ())):
+            line, column = self._start(arg)
+            message = (
+                f"cannot read statically: '{arg.id}' is assigned {len(self.rebound[arg.id])} times at module level, so "
+                "which schema it holds is known only when the code runs; not checked"
+            )
+            return Problem(self.path, line, column, message, "note", "not-static", span=span)
         if not _holds_literal(arg, self.constants):
             return None
         part = self._unfoldable_part(arg, depth=0)
@@ -327,9 +402,12 @@ def _add_import_aliases(node: ast.Import | ast.ImportFrom, aliases: dict[str, st
             aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
 
-def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
-    """Module-level names bound exactly once by a plain assignment (``NAME = <expr>``)."""
+def _module_constants(tree: ast.Module) -> tuple[dict[str, ast.expr], dict[str, list[ast.expr]]]:
+    """Module-level names bound exactly once by a plain assignment (``NAME = <expr>``), and those bound more
+    than once with the values given to them (a schema read from one of those is noted, not guessed)."""
     bound: dict[str, ast.expr] = {}
+    rebound: dict[str, list[ast.expr]] = {}
+    values: dict[str, list[ast.expr]] = {}
     seen: set[str] = set()
     for node in tree.body:
         targets: list[ast.expr] = []
@@ -342,10 +420,13 @@ def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
             targets = [node.target]
         for target in targets:
             if isinstance(target, ast.Name):
+                if value is not None:
+                    values.setdefault(target.id, []).append(value)
                 if target.id in seen:
                     bound.pop(target.id, None)
+                    rebound[target.id] = values.get(target.id, [])
                 else:
                     seen.add(target.id)
                     if value is not None and len(targets) == 1:
                         bound[target.id] = value
-    return bound
+    return bound, rebound
