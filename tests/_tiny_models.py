@@ -44,6 +44,11 @@ def llama() -> Any:
     return _causal(config("llama"))
 
 
+def llama_sized(hidden: int, layers: int, vocab: int = VOCAB) -> Any:
+    """A Llama of another size: the artifact tests weigh an archive against weights that outweigh its programs."""
+    return _causal(config("llama", num_hidden_layers=layers, hidden_size=hidden, intermediate_size=2 * hidden, vocab_size=vocab, head_dim=hidden // 4))
+
+
 def mistral(sliding_window: int = 5) -> Any:
     return _causal(config("mistral", sliding_window=sliding_window))
 

@@ -186,7 +186,10 @@ def _ints(values: Any) -> list[int] | None:
 
 
 def _dotted(name: Any) -> bool:
-    return isinstance(name, str) and bool(name) and all(part.isidentifier() for part in name.split("."))  # a weight's name
+    """A weight's dotted name: identifiers and indices (``layers.0.weight``), nothing that could leave the quotes
+    torch's generated code puts it in."""
+    parts = name.split(".") if isinstance(name, str) and name else [""]  # a module path, not one of our languages
+    return all(p.isidentifier() or (p.isascii() and p.isdigit()) for p in parts)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -305,6 +308,24 @@ def _name_or_number(text: str) -> bool:
 
 
 _GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})
+# functions torch's guards call on numbers: Python's own arithmetic builtins and torch's sympy interpreter's
+_GUARD_FUNCTIONS = frozenset({"min", "max", "abs", "int", "float", "bool", "round", "IsNonOverlappingAndDenseIndicator", "cast_symbool_to_symint_guardless"})
+
+
+def _math_function(name: str) -> bool:
+    return not name.startswith("_") and callable(getattr(math, name, None))
+
+
+def _guard_call(node: ast.Call) -> bool:
+    """``x.size()`` and kin without arguments, or a number function (``min(a, b)``, ``math.floor(a)``)."""
+    if node.keywords:
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in _GUARD_CALLS:
+        return not node.args
+    if isinstance(func, ast.Attribute):
+        return isinstance(func.value, ast.Name) and func.value.id == "math" and _math_function(func.attr)
+    return isinstance(func, ast.Name) and func.id in _GUARD_FUNCTIONS
 
 
 def _guard_ok(text: str) -> bool:
@@ -322,11 +343,13 @@ def _guard_ok(text: str) -> bool:
     for node in ast.walk(tree):
         if not isinstance(node, allowed):
             return False
-        if isinstance(node, ast.Name) and node.id != "L":
+        if isinstance(node, ast.Name) and node.id not in ("L", "math", *_GUARD_FUNCTIONS):
             return False
-        if isinstance(node, ast.Attribute) and node.attr not in _GUARD_CALLS:
+        if isinstance(node, ast.Attribute) and not (
+            node.attr in _GUARD_CALLS or (isinstance(node.value, ast.Name) and node.value.id == "math" and _math_function(node.attr))
+        ):
             return False
-        if isinstance(node, ast.Call) and (node.args or node.keywords or not isinstance(node.func, ast.Attribute)):
+        if isinstance(node, ast.Call) and not _guard_call(node):
             return False
         if isinstance(node, ast.Constant) and not (
             isinstance(node.value, (int, float, bool)) or (isinstance(node.value, str) and node.value.isidentifier())

@@ -299,7 +299,11 @@ def _read_kinds(r: _Reader, data: Any, path: str) -> tuple[str, ...]:
         try:
             parse_type_info(kind)
         except TreeSpecNameError as exc:
-            raise r.fail(f"{path}[{i}]", f"not a type-info string: {exc.msg}") from None
+            raise r.fail(
+                f"{path}[{i}]",
+                f"not a type-info string this process can rebuild: {exc.msg} (a class it names must be imported before "
+                "loading, as the model's code imports it: the loader imports nothing by name)",
+            ) from None
     return kinds
 
 

@@ -47,5 +47,5 @@ class FlatProgramModule(torch.nn.Module):
                 f"{self.name}: called with {key}, but the program was exported for {self.key}: every call must pass "
                 "the same arguments, the same ones None and the same scalar values as the example"
             )
-        out = self.program(*tensors)
+        out = self.program(*(t.contiguous() for t in tensors))  # as it was exported (export/_job.py, _contiguous)
         return finish_call(self.call, list(out), [*args, *kwargs.values()])

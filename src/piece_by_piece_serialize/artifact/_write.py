@@ -11,6 +11,7 @@ Imports: :mod:`..custom_op` (the call structure and the shape rules), :mod:`._ma
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +54,14 @@ def record_of(call: Call, qualname: str) -> CallRecord:
     )  # fmt: skip
 
 
+def _without_examples(program: Any) -> Any:
+    """A shallow copy of ``program`` without its example inputs: torch would pickle them beside it, and a piece
+    program's examples are its weights, which the top program already holds."""
+    copied = copy.copy(program)
+    copied._example_inputs = None
+    return copied
+
+
 def _program_bytes(program: Any) -> bytes:
     from torch._export.serde.serialize import serialize
 
@@ -63,7 +72,7 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
     """Write the artifact at ``path`` (see the module docstring); return its manifest."""
     from torch.export.pt2_archive._package import package_pt2
 
-    programs: dict[str, Any] = {"model": program}
+    programs: dict[str, Any] = {"model": _without_examples(program)}
     by_digest: dict[str, str] = {}
     operators = []
     for piece in pieces:
@@ -72,7 +81,7 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
         if piece.program is not None and piece.program_key in {c.key for c in calls}:
             digest = hashlib.sha256(_program_bytes(piece.program)).hexdigest()
             name = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
-            programs.setdefault(name, piece.program)
+            programs.setdefault(name, _without_examples(piece.program))
         state = None if name is not None else capture(piece.module)
         key = piece.program_key if name is not None else None
         operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))

@@ -127,7 +127,7 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
     made = stretched(first, specs)
     if made is not None:
         second_args, second_kwargs, sizes = made
-        changed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in sizes.items())
+        changed = ", ".join(f"{name}: {old} -> {new}" for name, (old, new) in sizes.items())
         second = describe(second_args, second_kwargs)
         try:
             references.append(_eager(model, second))

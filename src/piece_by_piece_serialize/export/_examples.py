@@ -115,8 +115,15 @@ def _walk(value: Any, spec: Any, what: str, out: dict[int, DimSpec]) -> None:
                 "its tensors or a list of one per tensor (Note [dynamic shapes of a cache])"
             )
         for i, (t, s) in enumerate(zip(tensors, specs, strict=True)):
-            if s is not None:
-                _put(out, t, _tensor_spec(t, s, f"{what} tensor {i}"), what)
+            if s is None:
+                continue
+            if s is spec and not _fits(t, s):
+                raise PieceByPieceExportError(
+                    f"dynamic_shapes of {what}: the spec {s!r} given for all its tensors does not fit its tensor {i}, a "
+                    f"{t.dim()}-d tensor of shape {tuple(t.shape)}; give a list of one spec per tensor (Note [dynamic "
+                    "shapes of a cache]), or derive it from two examples with dynamic_shapes_from_examples"
+                )
+            _put(out, t, _tensor_spec(t, s, f"{what} tensor {i}"), what)
     elif isinstance(value, Mapping):
         if not isinstance(spec, Mapping) or set(spec) - set(value):
             raise PieceByPieceExportError(f"dynamic_shapes of {what} must be a dict with keys among {sorted(map(str, value))}")
@@ -129,6 +136,11 @@ def _walk(value: Any, spec: Any, what: str, out: dict[int, DimSpec]) -> None:
             _walk(v, s, f"{what}[{i}]", out)
     else:
         raise PieceByPieceExportError(f"dynamic_shapes of {what} must be None: it is a {type(value).__name__}, not a tensor")
+
+
+def _fits(t: Any, spec: Any) -> bool:
+    dims = spec.keys() if isinstance(spec, Mapping) else range(len(spec))
+    return all(isinstance(d, int) and -t.dim() <= d < t.dim() for d in dims)
 
 
 def _tensor_spec(t: Any, spec: Any, what: str) -> DimSpec:
@@ -269,7 +281,7 @@ def _root(spec: Any, size: int) -> tuple[str, Any]:
     from torch.export.dynamic_shapes import _DerivedDim, _DimHint
 
     if isinstance(spec, _DimHint):
-        return f"dim of size {size}", spec
+        return f"the dimensions of size {size}", spec
     root = spec.root if isinstance(spec, _DerivedDim) else spec
     return str(root.__name__), root
 
@@ -306,7 +318,7 @@ def _size_of(spec: Any, sizes: Mapping[str, tuple[int, int]], current: int) -> i
     if isinstance(spec, _DimHint):
         if spec.type == _DimHintType.STATIC:
             return int(current)
-        return sizes.get(f"dim of size {int(current)}", (current, int(current)))[1]
+        return sizes.get(f"the dimensions of size {int(current)}", (current, int(current)))[1]
     if isinstance(spec, _DerivedDim):
         root = sizes.get(str(spec.root.__name__))
         return int(spec.fn(root[1])) if root is not None else int(current)

@@ -63,7 +63,7 @@ class FlatCall(torch.nn.Module):
         kinds, out, constants, n_flat = flat_outputs(self.name, output, caches)
         if call.out_kinds is None:
             call.learn_outputs(kinds, constants, n_flat, output, caches)
-            call.out_dtypes = tuple(t.dtype for t in out)
+            call.out_dtypes, call.out_devices = tuple(t.dtype for t in out), tuple(t.device for t in out)
         elif (kinds, constants) != (call.out_kinds, call.out_constants):
             raise PieceByPieceExportError(
                 f"{self.name} returned {kinds} (constants {constants}) where the eager call returned {call.out_kinds} "

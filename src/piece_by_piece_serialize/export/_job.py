@@ -124,7 +124,7 @@ class Job:
             # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
             # attempt's failure is the search's business and goes into the report instead
             with watch.watching(), contextlib.redirect_stderr(io.StringIO()), _quiet("torch.fx.experimental.symbolic_shapes"):
-                program = torch.export.export(self.flat, tuple(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
+                program = torch.export.export(self.flat, _contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
             return None, exc, watch, time.perf_counter() - start
@@ -210,7 +210,7 @@ class Job:
         worst = 0.0
         for example, want in zip(self.examples, references, strict=True):
             with torch.no_grad():
-                got = module(*make_copy(list(example.tensors)))
+                got = module(*_contiguous(example.tensors))
             worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
         return worst
 
@@ -288,6 +288,12 @@ def _quiet(logger: str) -> Iterator[None]:
         log.setLevel(level)
 
 
+def _contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
+    """Programs are exported and run on contiguous tensors: a view (a sliding window's keys) would otherwise make
+    torch.export guard on its strides, and the program refuse the same values laid out otherwise."""
+    return tuple(t.contiguous() for t in tensors)
+
+
 def _excerpt(exc: BaseException, lines: int = 20) -> str:
     """The start of the innermost message of ``exc`` and its causes, indented: what torch said."""
     text = str(chain(exc)[-1]).strip().splitlines()
@@ -361,7 +367,7 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
         with tracing_path():
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
-        program = torch.export.export(flat, (*weights, *described[0].tensors), dynamic_shapes=shapes, strict=False)
+        program = torch.export.export(flat, (*weights, *_contiguous(described[0].tensors)), dynamic_shapes=shapes, strict=False)
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
@@ -370,6 +376,6 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
             with torch.no_grad():
-                got = runnable(*weights, *make_copy(list(example.tensors)))
+                got = runnable(*weights, *_contiguous(example.tensors))
             worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
     return program, None, seconds, worst, described[0].key

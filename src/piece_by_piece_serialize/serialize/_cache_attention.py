@@ -26,6 +26,7 @@ from ._cache_layers import (
     check_position,
     check_tensor,
     count_item,
+    is_count,
 )
 
 # torch, bound by bind_torch() when transformers is first seen; module globals so that describe/build read
@@ -102,7 +103,7 @@ class SlidingAdapter(DynamicAdapter):
         if type(window) is not int or window < 1:
             raise _refuse(where, f"sliding_window is {window!r}, not a positive int")
         count = state.get("cumulative_length")
-        if type(count) is not int or count < 0:
+        if not is_count(count):
             raise _refuse(where, f"cumulative_length is {count!r}, not a non-negative int")
         if not populated and count != 0:
             raise _refuse(where, f"it holds no tensors but cumulative_length is {count}")

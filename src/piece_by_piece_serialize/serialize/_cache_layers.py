@@ -173,6 +173,12 @@ def build_lists(cache: Any, names: tuple[str, ...], placeholders: dict[str, Any]
         setattr(cache, name, entries)
 
 
+def is_count(n: Any) -> bool:
+    """A count a layer may hold: a non-negative int, or under tracing the SymInt a count tensor's length gave
+    (Note [count tensors])."""
+    return (type(n) is int and n >= 0) or isinstance(n, _SymInt)
+
+
 def check_count(x: Any, what: str) -> Any:
     """The count a count tensor carries; a clear error for anything else."""
     if not isinstance(x, _Tensor) or x.dim() != 2 or x.shape[1] != 0:
@@ -287,7 +293,7 @@ class LayerAdapter:
             if value is _MISSING:
                 raise _refuse(where, f"registered extra attribute {name!r} is missing")
             if name in self.extra_counts:
-                if type(value) is not int or value < 0:
+                if not is_count(value):
                     raise _refuse(where, f"registered count {name!r} is {value!r}, not a non-negative int")
             elif not isinstance(value, _Tensor):
                 raise _refuse(where, f"registered tensor {name!r} is a {type(value).__name__}")
