@@ -40,6 +40,7 @@ TARGETS: dict[str, int] = {
     "pytree_roundtrip": 2048,
     "type_info": 2048,
     "engine": 4096,
+    "manifest": 8192,
 }
 
 TIMEOUT_S = 20  # per input; every target answers in milliseconds, so this only catches hangs

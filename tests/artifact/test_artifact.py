@@ -22,8 +22,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
-
-from piece_by_piece_serialize import ArtifactError, dynamic_shapes_from_examples, export_piece_by_piece, load_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize import dynamic_shapes_from_examples, export_piece_by_piece  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent.parent
 BATCH = torch.export.Dim("batch", min=1, max=32)

@@ -16,62 +16,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import _toy_models as toy  # noqa: E402
 from piece_by_piece_serialize import PieceByPieceExportError, export_piece_by_piece  # noqa: E402
 from piece_by_piece_serialize.artifact import CallStructureError  # noqa: E402
 from piece_by_piece_serialize.export import FAILURE_KINDS, PieceStatus  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=64)
-
-
-class Branchy(torch.nn.Module):
-    """A data-dependent branch: torch.export cannot trace it with unknown values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 4)
-
-    def forward(self, x: Any) -> Any:
-        h = self.lin(x)
-        if h.sum() > 0:
-            return h * 2
-        return h - 1
-
-
-class Mid(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.before = torch.nn.Linear(4, 4)
-        self.leaf = Branchy()
-
-    def forward(self, x: Any) -> Any:
-        return self.leaf(self.before(x)) + 1
-
-
-class Top(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.mid = Mid()
-        self.head = torch.nn.Linear(4, 2)
-
-    def forward(self, x: Any) -> Any:
-        return self.head(torch.relu(self.mid(x)))
-
-
-class Deep(torch.nn.Module):
-    """The branch three levels down: Deep -> top -> mid -> leaf."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.top = Top()
-        self.norm = torch.nn.LayerNorm(2)
-
-    def forward(self, x: Any) -> Any:
-        return self.norm(self.top(x))
-
-
-def _deep() -> Deep:
-    torch.manual_seed(0)
-    return Deep().eval()
+Branchy, _deep = toy.Branchy, toy.deep
 
 
 def _snapshot(model: torch.nn.Module) -> Any:

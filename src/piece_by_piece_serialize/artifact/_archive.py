@@ -216,7 +216,7 @@ def _check_program(data: Any, source: str, member: str) -> None:
         bad = None
         if key == "target" and "inputs" in owner and "outputs" in owner:
             bad = None if _allowed_target(value) else f"calls {value!r}, which is not a torch operator"
-        elif key == "target" and value is not None and not _dotted(value):
+        elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
             bad = f"names {value!r}, which is not a dotted name"
         elif key == "expr_str":
             bad = None if isinstance(value, str) and _sympy_ok(value) else f"has the expression {value!r}, which is not a plain sympy expression"
@@ -227,6 +227,10 @@ def _check_program(data: Any, source: str, member: str) -> None:
             bad = "holds a custom object, which loading would unpickle"
         if bad is not None:
             raise ArtifactError(source, f"{member} at {where or '.'}.{key} {bad}")
+
+
+# keys whose values name a weight, a buffer, a constant or a submodule: torch puts these names in generated code
+_NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"})
 
 
 def _allowed_target(target: Any) -> bool:

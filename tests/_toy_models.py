@@ -1,0 +1,62 @@
+"""Small hand-made models whose export fails at a known place, for the export and artifact tests.
+
+``Deep`` hides a data-dependent branch three levels down (``top.mid.leaf``, a ``Branchy``); it lives here, not in
+a test module, so that a fresh process loading an artifact imports the very class the export saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class Branchy(torch.nn.Module):
+    """A data-dependent branch: torch.export cannot trace it with unknown values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        h = self.lin(x)
+        if h.sum() > 0:
+            return h * 2
+        return h - 1
+
+
+class Mid(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.before = torch.nn.Linear(4, 4)
+        self.leaf = Branchy()
+
+    def forward(self, x: Any) -> Any:
+        return self.leaf(self.before(x)) + 1
+
+
+class Top(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mid = Mid()
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(torch.relu(self.mid(x)))
+
+
+class Deep(torch.nn.Module):
+    """The branch three levels down: Deep -> top -> mid -> leaf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.top = Top()
+        self.norm = torch.nn.LayerNorm(2)
+
+    def forward(self, x: Any) -> Any:
+        return self.norm(self.top(x))
+
+
+def deep() -> Deep:
+    torch.manual_seed(0)
+    return Deep().eval()

@@ -1,0 +1,159 @@
+"""Bad archives are refused before anything of them runs: missing, not an archive, truncated, another format
+version, a manifest that disagrees with the programs, and the payloads torch.export.load would run (a pickled
+weight, a symbolic expression or a guard that is code, a call of something that is not an operator).
+
+Each hostile payload, if run, would create a marker file; the test checks the error and that the file is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+from piece_by_piece_serialize import ArtifactError, export_piece_by_piece, load_piece_by_piece  # noqa: E402
+
+BATCH = torch.export.Dim("batch", min=1, max=64)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)).eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), classes=torch.nn.Linear)
+    path = tmp_path_factory.mktemp("good") / "good.pt2"
+    result.save(path)
+    result.close()
+    load_piece_by_piece(path).close()  # the control: the untouched archive loads
+    return path
+
+
+def _rewrite(src: Path, dst: Path, member: str, change: Callable[[bytes], bytes]) -> Path:
+    """A copy of the archive ``src`` with ``member`` (a path inside its folder) changed."""
+    with zipfile.ZipFile(src) as old, zipfile.ZipFile(dst, "w") as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if info.filename.split("/", 1)[1] == member:
+                data = change(data)
+            new.writestr(info, data)
+    return dst
+
+
+def _json(change: Callable[[Any], None]) -> Callable[[bytes], bytes]:
+    def apply(data: bytes) -> bytes:
+        parsed = json.loads(data)
+        change(parsed)
+        return json.dumps(parsed).encode()
+
+    return apply
+
+
+def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nothing.pt2"):
+        load_piece_by_piece(tmp_path / "nothing.pt2")
+
+
+def test_not_an_archive(tmp_path: Path) -> None:
+    path = tmp_path / "text.pt2"
+    path.write_text("hello")
+    with pytest.raises(ArtifactError, match=r"text\.pt2: not an archive \(a zip file\)"):
+        load_piece_by_piece(path)
+    other = tmp_path / "other.pt2"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("a/b.txt", "x")
+        z.writestr("c/d.txt", "y")
+    with pytest.raises(ArtifactError, match="not a PT2 archive: its files are not all in one folder"):
+        load_piece_by_piece(other)
+
+
+def test_a_truncated_archive(good: Path, tmp_path: Path) -> None:
+    data = good.read_bytes()
+    for cut in (len(data) // 2, len(data) - 30):
+        path = tmp_path / f"cut{cut}.pt2"
+        path.write_bytes(data[:cut])
+        with pytest.raises(ArtifactError, match="not an archive"):
+            load_piece_by_piece(path)
+
+
+def test_another_format_version(good: Path, tmp_path: Path) -> None:
+    path = _rewrite(good, tmp_path / "v2.pt2", "extra/pbp_manifest.json", _json(lambda m: m.update(version=2)))
+    with pytest.raises(ArtifactError, match=r"v2\.pt2: manifest version: format version 2, where this library reads version 1"):
+        load_piece_by_piece(path)
+    path = _rewrite(good, tmp_path / "x.pt2", "extra/pbp_manifest.json", lambda data: b"{not json")
+    with pytest.raises(ArtifactError, match="manifest : is not JSON"):
+        load_piece_by_piece(path)
+
+
+def test_a_manifest_that_disagrees_with_the_programs(good: Path, tmp_path: Path) -> None:
+    def drop_operator(m: Any) -> None:
+        del m["operators"][0]
+
+    path = _rewrite(good, tmp_path / "missing.pt2", "extra/pbp_manifest.json", _json(drop_operator))
+    with pytest.raises(ArtifactError, match=r"the program calls operators the manifest does not describe: \['m0'\]"):
+        load_piece_by_piece(path)
+
+    def miscount(m: Any) -> None:
+        m["operators"][1]["calls"][0]["n_flat"] += 1
+
+    path = _rewrite(good, tmp_path / "count.pt2", "extra/pbp_manifest.json", _json(miscount))
+    with pytest.raises(ArtifactError, match=r"the program calls m2 with 1 tensors and 2 weights where the manifest says 2 and 2"):
+        load_piece_by_piece(path)
+
+    def rename(m: Any) -> None:
+        m["operators"][0]["calls"][0]["key"] = "not the key"
+
+    path = _rewrite(good, tmp_path / "key.pt2", "extra/pbp_manifest.json", _json(rename))
+    with pytest.raises(ArtifactError, match=r"manifest operators\[0\]\.calls\[0\]\.key: does not match the call structure it keys"):
+        load_piece_by_piece(path)
+
+
+def _marker(tmp_path: Path) -> tuple[Path, str]:
+    marker = tmp_path / "ran"
+    return marker, f"__import__('pathlib').Path({str(marker)!r}).touch()"
+
+
+def test_a_pickled_weight_is_refused(good: Path, tmp_path: Path) -> None:
+    def pickled(config: Any) -> None:
+        next(iter(config["config"].values()))["use_pickle"] = True
+
+    path = _rewrite(good, tmp_path / "pickle.pt2", "data/weights/model_weights_config.json", _json(pickled))
+    with pytest.raises(ArtifactError, match="a pickled payload, which loading would unpickle; refused"):
+        load_piece_by_piece(path)
+
+
+def test_code_in_a_program_is_refused_and_never_runs(good: Path, tmp_path: Path) -> None:
+    marker, code = _marker(tmp_path)
+
+    def expression(program: Any) -> None:
+        values = program["graph_module"]["graph"]["tensor_values"]
+        first = next(v for v in values.values() if any("as_expr" in s for s in v["sizes"]))
+        next(s for s in first["sizes"] if "as_expr" in s)["as_expr"]["expr_str"] = code
+
+    def guard(program: Any) -> None:
+        program["guards_code"] = [f"L['x'].size()[0] == 1 or {code}"]
+
+    def target(program: Any) -> None:
+        aten = next(n for n in program["graph_module"]["graph"]["nodes"] if n["target"].startswith("torch.ops.aten."))
+        aten["target"] = "builtins.eval"
+
+    def weight_name(program: Any) -> None:
+        spec = next(s for s in program["graph_module"]["signature"]["input_specs"] if "parameter" in s)
+        spec["parameter"]["parameter_name"] = 'x"); ' + code + " #"
+
+    cases = [
+        (expression, "which is not a plain sympy expression"),
+        (guard, "which is not a comparison of sizes"),
+        (target, "calls 'builtins.eval', which is not a torch operator"),
+        (weight_name, "which is not a dotted name"),
+    ]
+    for change, message in cases:
+        path = _rewrite(good, tmp_path / f"{change.__name__}.pt2", "models/model.json", _json(change))
+        with pytest.raises(ArtifactError, match=message):
+            load_piece_by_piece(path)
+        assert not marker.exists(), change.__name__
