@@ -55,7 +55,7 @@ def _json(change: Callable[[Any], None]) -> Callable[[bytes], bytes]:
 
 
 def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nothing.pt2"):
+    with pytest.raises(FileNotFoundError, match=r"nothing\.pt2"):
         load_piece_by_piece(tmp_path / "nothing.pt2")
 
 

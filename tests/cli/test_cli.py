@@ -562,10 +562,12 @@ def test_demo(capsys):
     assert f"  parsed:                 {good}/{total}" in lines
     assert "decoded spec equal: True; rebuilt input equal: True" in lines
     assert any(line.startswith("name (") and "input_ids" in line for line in lines)
-    # part 1, the job: layers behind operators, eager equal, exported graph with one node per layer
-    assert "  model.layers.1 -> torch.ops.pbp_demo.model__layers__1" in lines
-    assert any(line.startswith("eager, batch 2:") and line.endswith("equal to the original's: True") for line in lines)
-    assert sum(line.startswith("  %model__layers__") for line in lines) == 2
+    # part 1, the job: the one call with its report, the program equal to the model, the artifact loaded in a
+    # fresh process equal too
+    assert any(line.startswith("  LlamaForCausalLM exported piece by piece in ") and "2 pieces behind operators" in line for line in lines)
+    assert any(line.lstrip().startswith("layers.0-1 (x2)") and "behind an operator" in line and "own program" in line for line in lines)
+    assert any(line.startswith("the program against the model, decode steps") and line.endswith("max |diff| = 0") for line in lines)
+    assert any(line.startswith("loaded in a fresh process: 2 operators, load ") and line.endswith("max |diff| = 0") for line in lines)
 
 
 def test_byte_order_mark_does_not_shift_columns(capsys, tmp_path):

@@ -78,11 +78,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="the main job on a tiny Llama: its decoder layers behind custom operators, equal outputs, torch.export; "
-        "then every schema registered in torch checked, and an LLM input named and decoded",
-        description="What make demo runs (needs the torch and transformers extras): a tiny Llama built from config "
-        "gets its decoder layers replaced by custom operators (replace_with_custom_ops); a prefill and decode "
-        "steps must equal the untouched model and torch.export must give one call node per layer. Then every "
+        help="the main job on a tiny Llama: exported piece by piece (torch.export, layers behind custom operators), "
+        "equal outputs, saved and loaded in a fresh "
+        "process; then every schema registered in torch checked, and an LLM input named and decoded",
+        description="What make demo runs (needs the torch and transformers extras): a decode step of a tiny Llama "
+        "built from config is exported piece by piece in one call (export_piece_by_piece, its decoder layers behind "
+        "custom operators) and its report printed; the program must equal the model at other shapes, and so must the "
+        "artifact it saves once loaded in a fresh process (load_piece_by_piece). Then every "
         "operator schema registered in torch is checked against torch's own parser, and the TreeSpec name of a "
         "realistic LLM input is encoded, printed and decoded. Exit 0 only when all of it holds.",
     )

@@ -1,15 +1,15 @@
 """``pbp-serialize demo`` (what ``make demo`` runs): the main job, end to end, on real torch objects.
 
-Part 1 is the job itself: a tiny Llama built from config (transformers, no download, eager attention)
-gets its decoder layers replaced by custom operators (:func:`replace_with_custom_ops`); a prefill and
-decode steps must give the same logits and the same cache as the untouched model; then
-``torch.export.export(strict=False)`` with a dynamic batch and sequence, whose custom-operator call nodes
-are printed, must give the same logits as eager at other shapes. Part 2 checks every operator schema
+Part 1 is the job itself: a tiny Llama built from config (transformers, no download, eager attention) is
+exported piece by piece in one call (:func:`export_piece_by_piece`, its decoder layers behind operators, a decode
+step with its cache in and out, a dynamic batch and length); the report is printed, the runnable module must
+give the model's logits and cache at other shapes, and the artifact saved from it must do the same once loaded
+in a fresh process. Part 2 checks every operator schema
 registered in the installed torch with our parser, linter and printer, comparing with torch on each one.
 Part 3 encodes the TreeSpec name of the kind of nested input a decoder-only LLM receives and checks that
 it decodes to the very same TreeSpec. The exit code is 0 only when all three hold.
 
-Imports: :mod:`._check` (the torch run) and :mod:`._findings`; the library's :mod:`..custom_op` and
+Imports: :mod:`._check` (the torch run) and :mod:`._findings`; the library's :mod:`..export` and
 :mod:`..treespec_name`, torch and transformers only inside the parts that use them.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from ._check import check_torch
 from ._findings import render_text
 
-__all__ = ["custom_op_job", "demo", "llm_input", "tiny_llama"]
+__all__ = ["export_job", "demo", "llm_input", "tiny_llama"]
 
 
 def llm_input(batch: int = 2, seq: int = 16, layers: int = 2, heads: int = 4, head_dim: int = 8) -> dict[str, Any]:
@@ -74,25 +74,93 @@ def tiny_llama() -> Any:
     return model.train(False)  # inference mode (what nn.Module.eval does), spelled so no reader mistakes it for eval()
 
 
-def _logits_module(model: Any) -> Any:
-    """What is exported: token ids to logits, without a cache (a module class made here: torch is imported on use)."""
-    import torch
-
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: Any) -> Any:
-            return self.model(input_ids, use_cache=False).logits
-
-    return Logits()
-
-
 def _ids(batch: int, n: int, seed: int) -> Any:
     import torch
 
     return torch.randint(0, 128, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+def export_job(folder: str) -> bool:
+    """Part 1: the one call on a tiny Llama, its report, the runnable module against the model; then the
+    artifact saved in ``folder`` and loaded in a fresh process. True when every output equals the model's."""
+    import copy
+    import os
+
+    import torch
+
+    try:
+        import transformers
+    except ImportError:
+        print("transformers is not installed: pip install 'piece-by-piece-serialize[transformers]'")
+        return False
+    from ..export import export_piece_by_piece
+
+    model = tiny_llama()
+    layer = type(model.model.layers[0]).__name__
+    print(f"model: {type(model).__name__} (transformers {transformers.__version__}), {len(model.model.layers)} x {layer}")
+    dims = {name: torch.export.Dim(name, min=1, max=200) for name in ("batch", "new", "past")}
+    _, cache = _prefill(model, 5)
+    shapes = {"input_ids": {0: dims["batch"], 1: dims["new"]}, "cache": {0: dims["batch"], 2: dims["past"]}}
+    result = export_piece_by_piece(
+        model, (_ids(2, 3, 3),), {"cache": cache}, dynamic_shapes=shapes,
+        classes=layer,
+    )  # fmt: skip
+    print(f"export_piece_by_piece(model, (input_ids,), {{'cache': cache}}, dynamic_shapes=..., classes={layer!r}):")
+    for line in str(result.report).splitlines():
+        print(f"  {line}")
+    runnable = result.module()
+    worst = 0.0
+    for b, past, new in ((1, 4, 2), (4, 11, 7), (3, 150, 30)):
+        _, ours = _prefill(model, past, b)
+        theirs = copy.deepcopy(ours)
+        x = _ids(b, new, 4)
+        with torch.no_grad():
+            got, want = runnable(x, cache=ours), model(x, cache=theirs)
+        worst = max(worst, (got.logits - want.logits).abs().max().item(), 0.0 if _same_cache(ours, theirs) else float("inf"))
+    print(f"the program against the model, decode steps at (batch, past, new) = (1, 4, 2), (4, 11, 7), (3, 150, 30): max |diff| = {worst:g}")
+    path = os.path.join(folder, "tiny-llama.pt2")
+    result.save(path)
+    weights = sum(t.numel() * t.element_size() for t in {**dict(model.named_parameters()), **dict(model.named_buffers())}.values())
+    print(f"saved {path}: {os.path.getsize(path):,} bytes for {weights:,} bytes of weights")
+    fresh = _load_in_a_fresh_process(path)
+    print(f"loaded in a fresh process: {fresh}")
+    return worst <= 1e-5 and fresh.endswith("max |diff| = 0")
+
+
+# What the fresh process runs: load the artifact, compare with the model built from the same seed.
+_FRESH = """
+import copy, sys, time
+import torch, transformers.modeling_outputs
+from piece_by_piece_serialize import load_piece_by_piece
+from piece_by_piece_serialize.cli._demo import _ids, _prefill, _same_cache, tiny_llama
+start = time.perf_counter()
+loaded = load_piece_by_piece(sys.argv[1])
+seconds = time.perf_counter() - start
+model = tiny_llama()
+worst = 0.0
+for b, past, new in ((2, 9, 4), (1, 60, 3)):
+    _, ours = _prefill(model, past, b)
+    theirs = copy.deepcopy(ours)
+    with torch.no_grad():
+        got, want = loaded(_ids(b, new, 8), cache=ours), model(_ids(b, new, 8), cache=theirs)
+    worst = max(worst, (got.logits - want.logits).abs().max().item(), 0.0 if _same_cache(ours, theirs) else float("inf"))
+print(f"{len(loaded.manifest.operators)} operators, load {seconds:.2f} s; two decode steps against the model: max |diff| = {worst:g}")
+"""
+
+
+def _load_in_a_fresh_process(path: str) -> str:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _FRESH, path], capture_output=True, text=True, timeout=600)
+    return out.stdout.strip() if out.returncode == 0 else f"FAILED: {out.stderr.strip()[-2000:]}"
+
+
+def _prefill(model: Any, n: int, batch: int = 2) -> tuple[Any, Any]:
+    import torch
+
+    with torch.no_grad():
+        out = model(_ids(batch, n, 1), use_cache=True)
+    return out.logits, out.cache
 
 
 def _same_cache(a: Any, b: Any) -> bool:
@@ -103,73 +171,18 @@ def _same_cache(a: Any, b: Any) -> bool:
     )
 
 
-def custom_op_job() -> bool:
-    """Part 1: print the job on a tiny Llama; True when eager and exported outputs equal the original's."""
-    import copy
-    import time
-
-    import torch
-
-    try:
-        import transformers
-    except ImportError:
-        print("transformers is not installed: pip install 'piece-by-piece-serialize[transformers]'")
-        return False
-    from ..custom_op import replace_with_custom_ops, restore_modules
-
-    model = tiny_llama()
-    reference = copy.deepcopy(model)
-    layer_class = type(model.model.layers[0])
-    print(f"model: {type(model).__name__} (transformers {transformers.__version__}), {len(model.model.layers)} x {layer_class.__name__}")
-    paths = replace_with_custom_ops(model, layer_class, "pbp_demo")
-    for path in paths:
-        print(f"  {path} -> torch.ops.{model.get_submodule(path)._pbp_op.qualname.replace('::', '.')}")
-
-    with torch.no_grad():
-        ours = model(_ids(2, 7, 1), use_cache=True)
-        theirs = reference(_ids(2, 7, 1), use_cache=True)
-        diffs = [(ours.logits - theirs.logits).abs().max().item()]
-        for step in range(4):
-            token = _ids(2, 1, 10 + step)
-            diffs.append((model(token, cache=ours.cache).logits - reference(token, cache=theirs.cache).logits).abs().max().item())
-    eager_ok = max(diffs) == 0.0 and _same_cache(ours.cache, theirs.cache)
-    print(
-        f"eager, batch 2: prefill 7 tokens + 4 decode steps: max |logits - original| = {max(diffs):g}; "
-        f"cache ({ours.cache.get_seq_length()} tokens) equal to the original's: {_same_cache(ours.cache, theirs.cache)}"
-    )
-
-    with torch.no_grad():  # calibration: the operators learn their output shapes from eager calls of two sizes
-        for batch, n in ((2, 5), (3, 9)):
-            model(_ids(batch, n, 2), use_cache=False)
-    batch_dim, seq_dim = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=200)
-    start = time.perf_counter()
-    program = torch.export.export(_logits_module(model), (_ids(2, 6, 3),), dynamic_shapes=({0: batch_dim, 1: seq_dim},), strict=False)
-    print(f"torch.export.export(strict=False), dynamic batch and sequence: {time.perf_counter() - start:.1f} s; custom-operator nodes:")
-    calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "pbp_demo"]
-    for node in calls:
-        tensors, key = node.args
-        print(f"  %{node.name} = {node.target}([{len(tensors)} tensors], {key!r})")
-    exported = program.module()
-    worst = 0.0
-    for b, n in ((1, 3), (4, 11), (3, 150)):
-        x = _ids(b, n, 4)
-        with torch.no_grad():
-            worst = max(worst, (exported(x) - reference(x, use_cache=False).logits).abs().max().item())
-    export_ok = len(calls) == len(paths) and worst <= 1e-5
-    print(f"exported vs the original at (batch, seq) = (1, 3), (4, 11), (3, 150): max |diff| = {worst:g}")
-    restore_modules(model)
-    return eager_ok and export_ok
-
-
 def demo(*, quiet: bool = False) -> int:
     """Run the three parts, printing to stdout; return 0 when everything checked out, else 1."""
+    import tempfile
+
     import torch
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
     from ..treespec_name import pretty_name, tree_spec_as_name, tree_spec_from_name
 
-    print("== 1. a tiny Llama with its decoder layers behind custom operators")
-    job_ok = custom_op_job()
+    print("== 1. a tiny Llama exported piece by piece, saved as one artifact, loaded in a fresh process")
+    with tempfile.TemporaryDirectory() as folder:
+        job_ok = export_job(folder)
 
     print()
     print(f"== 2. schema check over every operator schema registered in torch {torch.__version__}")
