@@ -26,7 +26,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
-	$(PIP) install $(PIN) -e '.[test,fuzz,bench,docs]'
+	$(PIP) install $(PIN) -e '.[test,onnx,fuzz,bench,docs]'
 	touch $@
 
 venv: $(VENV)/.installed

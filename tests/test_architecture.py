@@ -144,8 +144,9 @@ ALLOWED = {
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
     "artifact": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "custom_op"},
-    "export": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "custom_op", "artifact"},
-    "cli": {"_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "serialize", "custom_op", "artifact", "export", ""},
+    "onnx_export": {"serialize", "custom_op"},
+    "export": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "custom_op", "artifact", "onnx_export"},
+    "cli": {"_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "serialize", "custom_op", "artifact", "onnx_export", "export", ""},
     "__main__": {"cli"},
     "": {"errors"},  # the package itself: everything else is loaded lazily, on first attribute access
 }

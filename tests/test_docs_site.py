@@ -34,6 +34,7 @@ RUNNERS = {
     "index.md": "tests/test_readme.py",  # the README's examples, by doctest
     "custom_op.md": "tests/custom_op/test_custom_op_docs.py",
     "export.md": "tests/export/test_export_docs.py",
+    "onnx.md": "tests/onnx_export/test_onnx_docs.py",
     "serialization.md": "tests/serialize/test_docs.py",
     "cli.md": "tests/cli/test_cli_docs.py",  # python blocks, `schema check` over the fixtures, TOML/C++/YAML
 }
@@ -133,7 +134,7 @@ def test_nav_lists_every_page() -> None:
 
 
 def test_api_pages_name_the_public_modules() -> None:
-    for module in ("serialize", "export", "custom_op", "caches", "schema", "treespec_name", "type_info", "errors", "cli"):
+    for module in ("serialize", "export", "artifact", "onnx_export", "custom_op", "caches", "schema", "treespec_name", "type_info", "errors", "cli"):
         text = (DOCS / "api" / f"{module}.md").read_text(encoding="utf-8")
         assert f"::: piece_by_piece_serialize.{module}\n" in text
         assert importlib.util.find_spec(f"piece_by_piece_serialize.{module}") is not None

@@ -73,7 +73,7 @@ def _split(flat: Sequence[Any], tensors: list[Any], constants: dict[int, Any], o
             raise CustomOpError(f"{what} holds a {type(item).__qualname__}, which a custom operator cannot carry")
 
 
-def _kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
+def kind_and_flat(value: Any, what: str) -> tuple[str, Sequence[Any]]:
     """The type-info string of ``value`` and its flat items; a cache is described once for both."""
     import torch
 
@@ -97,7 +97,7 @@ def flatten_values(values: Sequence[Any], whats: Sequence[str]) -> tuple[tuple[s
     ends: list[int] = []
     n_flat = 0
     for value, what in zip(values, whats):  # noqa: B905 - one description per value; strict= doubles zip's cost per call
-        kind, flat = _kind_and_flat(value, what)
+        kind, flat = kind_and_flat(value, what)
         kinds.append(kind)
         _split(flat, tensors, constants, n_flat, what)
         n_flat += len(flat)

@@ -103,8 +103,11 @@ def export_piece_by_piece(
         job.close()
         raise
     report = job.report(whole, "automatic" if classes is None else "classes", checks, own, time.perf_counter() - start)
-    saved = job.saved_pieces(own)
-    return PieceByPieceExport(program, dict(report.pieces), report, job.flat.call, examples[0].key, saved, job.namespace, job.close)
+    result = PieceByPieceExport(
+        program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
+    )
+    result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls())
+    return result
 
 
 def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[

@@ -232,6 +232,19 @@ class Job:
             out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), op.calls, program, key))
         return out
 
+    def piece_calls(self) -> dict[str, list[tuple[list[Any], list[Any]]]]:
+        """Each piece's first recorded call per example, flat: (its weights then its tensors, eager's outputs);
+        what onnxruntime checks each piece's ONNX function on."""
+        out: dict[str, list[tuple[list[Any], list[Any]]]] = {}
+        for path, wrapper in self.wrappers.items():
+            weights = wrapper._pbp_op.weights_of()
+            calls = out.setdefault(path, [])
+            for recording in self.recordings:
+                for recorded in recording.calls.get(path, [])[:1]:
+                    tensors = describe(tuple(recorded.args), dict(recorded.kwargs)).tensors
+                    calls.append(([*weights, *tensors], _flat_result(path, recorded)))
+        return out
+
     # ---- the report -------------------------------------------------------------------------------------
 
     def report(self, whole_diff: float | None, mode: str, checks: dict[str, tuple[float, int]] | None = None,

@@ -15,6 +15,7 @@ Imports: :mod:`._blame` (the failure record); torch only through the objects it 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Iterator, Sequence
@@ -55,6 +56,7 @@ class Piece:
     seconds: float | None = None
     max_abs_diff: float | None = None
     checked_calls: int = 0
+    onnx_max_abs_diff: float | None = None  # its ONNX function in onnxruntime against eager, once to_onnx ran
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,7 @@ class Piece:
             "seconds": _rounded(self.seconds),
             "max_abs_diff": _finite(self.max_abs_diff),
             "checked_calls": self.checked_calls,
+            "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
         }
 
 
@@ -102,6 +105,14 @@ class ExportReport:
     examples: list[str] = field(default_factory=list)  # one line per example used
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    onnx: Any = None  # what to_onnx wrote (an OnnxExport), once it ran
+
+    def attach_onnx(self, written: Any) -> None:
+        """Add what ``to_onnx`` measured: each piece's and the model's onnxruntime difference against eager."""
+        self.onnx = written
+        for path, diff in written.piece_diffs.items():
+            self.pieces[path] = dataclasses.replace(self.pieces[path], onnx_max_abs_diff=diff)
+        self.root = dataclasses.replace(self.root, onnx_max_abs_diff=written.model_diff)
 
     @property
     def behind_operators(self) -> list[str]:
@@ -118,23 +129,30 @@ class ExportReport:
         )
         lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
         lines += [f"  note: {n}" for n in self.notes]
-        rows = [(*self._row("(model)", self.root, 0, 1), ())]
+        if self.onnx is not None:
+            functions = self.onnx.functions
+            lines.append(
+                f"  onnx: {self.onnx.path}, {self.onnx.size:,} bytes, {len(functions)} function{'s' if len(functions) != 1 else ''} "
+                f"for {sum(map(len, functions.values()))} pieces ({', '.join(f'{k} x{len(v)}' for k, v in functions.items())}), "
+                f"max |diff| of onnxruntime against eager {_number(self.onnx.model_diff)}, {self.onnx.seconds:.1f} s"
+            )
+        rows = [self._row("(model)", self.root, 0, 1)]
         rows += list(self._rows("", 1))
         width = max(len(r[0]) for r in rows)
         cls_width = max(len(r[1]) for r in rows)
-        for name, cls, status, diff_, seconds, reason, _ in rows:
-            line = f"{name:<{width}}  {cls:<{cls_width}}  {status:<25}  {diff_:>10}  {seconds:>7}"
+        for name, cls, status, diff_, seconds, reason, onnx in rows:
+            line = f"{name:<{width}}  {cls:<{cls_width}}  {status:<25}  {diff_:>10}  {seconds:>7}" + (f"  {onnx:>15}" if self.onnx is not None else "")
             lines.append((f"{line}  {reason}" if reason else line).rstrip())
         return "\n".join(lines)
 
-    def _rows(self, parent: str, depth: int) -> Iterator[tuple[str, str, str, str, str, str, tuple[Any, ...]]]:
+    def _rows(self, parent: str, depth: int) -> Iterator[tuple[str, str, str, str, str, str, str]]:
         for group in _fold(self, self.children.get(parent, [])):
             label = _label([_relative(parent, p) for p in group])
             merged = _merge([self.pieces[p] for p in group])
-            yield (*self._row(label, merged, depth, len(group)), ())
+            yield self._row(label, merged, depth, len(group))
             yield from self._rows(group[0], depth + 1)
 
-    def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str]:
+    def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str, str]:
         reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}"
         if piece.own_export_failure is not None:
             own = piece.own_export_failure
@@ -148,6 +166,7 @@ class ExportReport:
             "" if piece.max_abs_diff is None else f"|d| {_number(piece.max_abs_diff)}",
             "" if piece.seconds is None else f"{piece.seconds:.2f} s",
             reason,
+            "" if piece.onnx_max_abs_diff is None else f"onnx |d| {_number(piece.onnx_max_abs_diff)}",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,6 +193,10 @@ class ExportReport:
             ],
             "examples": list(self.examples),
             "notes": list(self.notes),
+            "onnx": None if self.onnx is None else {
+                "path": self.onnx.path, "size": self.onnx.size, "functions": {k: list(v) for k, v in self.onnx.functions.items()},
+                "max_abs_diff": _finite(self.onnx.model_diff), "seconds": _rounded(self.onnx.seconds),
+            },
             "tree": tree(""),
         }
 
@@ -221,12 +244,12 @@ def _merge(pieces: Sequence[Piece]) -> Piece:
     if len(pieces) == 1:
         return pieces[0]
     diffs = [p.max_abs_diff for p in pieces if p.max_abs_diff is not None]
+    onnx = [p.onnx_max_abs_diff for p in pieces if p.onnx_max_abs_diff is not None]
     times = [p.seconds for p in pieces if p.seconds is not None]
     first = pieces[0]
-    return Piece(
-        first.path, first.module_class, first.status, first.operator, first.program, first.failure,
-        first.own_export_failure, sum(times) if times else None, max(diffs) if diffs else None,
-        sum(p.checked_calls for p in pieces),
+    return dataclasses.replace(
+        first, seconds=sum(times) if times else None, max_abs_diff=max(diffs) if diffs else None,
+        checked_calls=sum(p.checked_calls for p in pieces), onnx_max_abs_diff=max(onnx) if onnx else None,
     )  # fmt: skip
 
 

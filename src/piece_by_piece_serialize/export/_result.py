@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,6 +23,9 @@ from ..artifact._runnable import FlatProgramModule
 from ..artifact._write import SavedPiece, write_artifact
 from ..custom_op._calls import Call
 from ._report import ExportReport, Piece
+
+if TYPE_CHECKING:
+    from ..onnx_export import OnnxExport
 
 
 class PieceByPieceExport:
@@ -66,6 +69,39 @@ class PieceByPieceExport:
             model_class=self.report.model_class, pieces=self._saved,
         )  # fmt: skip
 
+    def to_onnx(self, path: str | os.PathLike[str], *, opset: int | None = None) -> OnnxExport:
+        """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
+        function called from the main graph, its weights passed as inputs; pieces that compute the same function
+        (identical layers) share one. Dynamic dimensions are kept, and inputs and outputs are named after the
+        model's arguments (``input_ids``, ``cache.layers.0.keys``, ``output.logits``). The model passes
+        ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
+        each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
+
+        ``opset`` is the ONNX opset (torch's default when None). Needs the ``onnx`` extra. Returns an
+        :class:`~piece_by_piece_serialize.onnx_export.OnnxExport`. Raises ``OnnxExportError`` (a ``ValueError``)
+        naming each piece that has no program of its own (its export failed) and why.
+        """
+        from ..onnx_export import OnnxPiece, write_onnx
+
+        why = {p: piece.own_export_failure or piece.failure for p, piece in self.pieces.items()}
+        pieces = [
+            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), self._onnx_calls.get(s.path, []))
+            for s in self._saved
+        ]
+        inputs, outputs = _io_names(self._model, self._example, self._call)
+        written = write_onnx(
+            os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
+            input_names=inputs, output_names=outputs, opset=opset,
+        )  # fmt: skip
+        self.report.attach_onnx(written)
+        self.pieces.update(self.report.pieces)
+        return written
+
+    def _for_onnx(self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any]) -> None:
+        """What :meth:`to_onnx` checks against and names by: the model, its first example, every example's flat
+        tensors with eager's outputs, each piece's recorded calls."""
+        self._model, self._example, self._onnx_examples, self._onnx_calls = model, example, examples, calls
+
     def close(self) -> None:
         """Free the operator names now (they are freed when this object is garbage collected anyway); the
         program and its modules cannot run afterwards."""
@@ -74,3 +110,25 @@ class PieceByPieceExport:
     def __repr__(self) -> str:
         cut = self.report.behind_operators
         return f"<PieceByPieceExport of {self.report.model_class.__name__}: {len(cut)} pieces behind operators>"
+
+
+def _why_not(failure: Any) -> str:
+    return "no failure recorded" if failure is None else f"{failure.kind}: {failure.detail or failure.message}"
+
+
+def _io_names(model: Any, example: Any, call: Call) -> tuple[list[str], list[str]]:
+    """Readable names of the program's inputs and outputs, from the model run once on a copy of the example."""
+    import inspect
+
+    from ..custom_op._calls import rebuild_arguments
+    from ..onnx_export._names import input_names, output_names
+    from ..serialize import make_copy
+
+    inputs = input_names(model.forward, example.args, example.kwargs)
+    args, kwargs = rebuild_arguments(call, make_copy(list(example.tensors)))
+    with torch.no_grad():
+        output = model(*args, **kwargs)
+    parameters = [p.name for p in inspect.signature(model.forward).parameters.values()]
+    labels = [*(parameters[i] if i < len(parameters) else f"arg{i}" for i in range(len(args))), *kwargs]
+    given = [*args, *kwargs.values()]
+    return inputs, output_names(output, [(labels[i], given[i]) for i in call.caches])

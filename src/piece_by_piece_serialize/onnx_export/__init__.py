@@ -1,0 +1,182 @@
+"""ONNX, piece by piece: each piece a local function, identical pieces one function, checked by onnxruntime.
+
+:meth:`PieceByPieceExport.to_onnx <piece_by_piece_serialize.export.PieceByPieceExport.to_onnx>` writes an ONNX
+model through ``torch.onnx.export(dynamo=True)``: the top program's graph with one node per piece, each a call
+of an ONNX local function of the domain ``pbp.pieces`` that takes the piece's inputs and its weights (Note
+[identical pieces]: pieces that compute the same function share one, so an N-layer model exports its layer
+once). Dynamic dimensions are kept; inputs and outputs get readable names (``cache.layers.0.keys``). The model
+passes ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
+each of its pieces' recorded calls, against eager.
+
+Invariants: a piece without a program of its own (its export failed) is refused by name, with why, never
+written as a broken model; the model is saved only after the checker passed.
+
+Imports: :mod:`..custom_op` and :mod:`..serialize` (names of the flat tensors); onnx, onnxscript and onnxruntime
+(the ``onnx`` extra) and torch, on use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import OnnxExportError
+from ._functions import DOMAIN, Function, callee, export_function
+from ._pieces import PrunedPiece, prune
+
+__all__ = ["OnnxExport", "OnnxPiece", "OnnxExportError", "write_onnx", "DOMAIN"]
+
+
+@dataclass
+class OnnxPiece:
+    """What the export knows of one piece behind an operator, for its ONNX function."""
+
+    path: str
+    qualname: str  # the operator, namespace::name
+    program: Any  # its own exported program (weights, then tensors, as inputs), or None
+    why_not: str  # why it has no program, when it has none
+    calls: list[tuple[list[Any], list[Any]]] = field(default_factory=list)  # recorded (inputs, eager outputs)
+
+
+@dataclass
+class OnnxExport:
+    """What :func:`write_onnx` wrote: the functions and the pieces that call each, the differences against eager."""
+
+    path: str
+    functions: dict[str, list[str]]  # function name -> piece paths
+    piece_diffs: dict[str, float]  # piece path -> max |onnxruntime - eager| over its recorded calls
+    model_diff: float  # max |onnxruntime - eager| over the examples
+    seconds: float
+    size: int  # bytes of the file
+
+
+def write_onnx(
+    path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
+    input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
+) -> OnnxExport:  # fmt: skip
+    """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
+    ONNX local function, and check it with onnxruntime (see the module docstring)."""
+    start = time.perf_counter()
+    with _quiet_registry():
+        return _write(path, program, pieces, examples, input_names, output_names, opset, start)
+
+
+@contextlib.contextmanager
+def _quiet_registry() -> Iterator[None]:
+    """torch.onnx warns, on every export, about torchvision operators it cannot register when torchvision is not
+    installed, and torch's treespecs about their own deprecated class when an exported program is copied; neither
+    is the user's to act on, so both are held back while this module exports."""
+    log = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = log.level
+    log.setLevel(max(level, logging.ERROR))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+            yield
+    finally:
+        log.setLevel(level)
+
+
+def _write(
+    path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
+    input_names: Sequence[str], output_names: Sequence[str], opset: int | None, start: float,
+) -> OnnxExport:  # fmt: skip
+    import onnx
+    import torch
+
+    from ._verify import max_diff, run_function, run_model
+
+    missing = [p for p in pieces if p.program is None]
+    if missing:
+        listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
+        raise OnnxExportError(f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}")
+    pruned = {p.path: prune(p.program) for p in pieces}
+    functions: dict[str, Function] = {}
+    names: dict[str, str] = {}  # key -> function name
+    for piece in pieces:
+        cut = pruned[piece.path]
+        if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
+            names[cut.key] = piece.qualname.partition("::")[2]
+            functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset)
+    table = {}
+    for piece in pieces:
+        cut = pruned[piece.path]
+        fn = functions[names[cut.key]]
+        table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
+    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
+    if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
+        raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
+    model = exported.model_proto
+    _rename_io(model, list(input_names), list(output_names))
+    for fn in functions.values():
+        model.functions.extend([fn.proto, *fn.helpers])
+    model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
+    onnx.save(model, path)
+    model_diff = max((max_diff(expected, run_model(path, inputs)) for inputs, expected in examples), default=0.0)
+    piece_diffs = {}
+    for piece in pieces:
+        cut, fn = pruned[piece.path], functions[names[pruned[piece.path].key]]
+        computed = {k: j for j, (is_computed, k) in enumerate(cut.outputs) if is_computed}  # function output -> operator output
+        piece_diffs[piece.path] = max(
+            (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run_function(fn.model, [inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
+            default=0.0,
+        )
+    by_function: dict[str, list[str]] = {}
+    for piece in pieces:
+        by_function.setdefault(names[pruned[piece.path].key], []).append(piece.path)
+    return OnnxExport(path, by_function, piece_diffs, model_diff, time.perf_counter() - start, os.path.getsize(path))
+
+
+def _overload(qualname: str) -> Any:
+    import torch
+
+    namespace, _, name = qualname.partition("::")
+    return getattr(getattr(torch.ops, namespace), name).default
+
+
+def _translation(op: Any, cut: PrunedPiece, n_outputs: int) -> Any:
+    """How torch's exporter writes one call of the operator: the function on the kept inputs; an output the piece
+    passes through is the input itself."""
+
+    def translate(tensors: Sequence[Any], weights: Sequence[Any], call: str) -> list[Any]:
+        flat = [*weights, *tensors]
+        results = op(*(flat[i] for i in cut.inputs))
+        results = [results] if n_outputs == 1 else list(results)
+        return [results[k] if computed else flat[k] for computed, k in cut.outputs]
+
+    return translate
+
+
+def _rename_io(model: Any, inputs: list[str], outputs: list[str]) -> None:
+    """Give the graph's inputs and outputs the readable names, everywhere they are used."""
+    graph = model.graph
+    mapping = {}
+    for value, name in zip(graph.input, inputs, strict=False):
+        mapping[value.name] = name
+    for value, name in zip(graph.output, outputs, strict=False):
+        if value.name not in mapping:
+            mapping[value.name] = name
+
+    def rename(g: Any) -> None:
+        for value in (*g.input, *g.output, *g.value_info):
+            value.name = mapping.get(value.name, value.name)
+        for node in g.node:
+            node.input[:] = [mapping.get(n, n) for n in node.input]
+            node.output[:] = [mapping.get(n, n) for n in node.output]
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    rename(attribute.g)
+                for sub in attribute.graphs:
+                    rename(sub)
+
+    rename(graph)

@@ -1,0 +1,50 @@
+"""onnxruntime against eager: a model on its example's flat tensors, a function's model on a piece's call.
+
+Imports: onnxruntime and numpy, torch; nothing of the library.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+
+def _session(model: Any) -> Any:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # errors only: a checked model's warnings are onnxruntime's own notes
+    source = model if isinstance(model, str) else model.SerializeToString()
+    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def _run(session: Any, inputs: Sequence[Any]) -> list[Any]:
+    import torch
+
+    feeds = {i.name: t.detach().contiguous().cpu().numpy() for i, t in zip(session.get_inputs(), inputs, strict=True)}
+    return [torch.from_numpy(x) for x in session.run(None, feeds)]
+
+
+def run_model(path: str, inputs: Sequence[Any]) -> list[Any]:
+    """The ONNX model at ``path`` run by onnxruntime on ``inputs`` (its flat tensors, in order)."""
+    return _run(_session(path), inputs)
+
+
+def run_function(model: Any, inputs: Sequence[Any]) -> list[Any]:
+    """A function's own model (the pruned piece exported alone) run by onnxruntime on ``inputs``."""
+    return _run(_session(model), inputs)
+
+
+def max_diff(expected: Sequence[Any], got: Sequence[Any]) -> float:
+    """The largest absolute difference; infinite when the counts, shapes or dtypes differ."""
+    if len(expected) != len(got):
+        return math.inf
+    worst = 0.0
+    for a, b in zip(expected, got, strict=True):
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            return math.inf
+        if a.numel():
+            diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() else float((a != b).any())
+            worst = max(worst, math.inf if math.isnan(diff) else diff)
+    return worst

@@ -1,0 +1,147 @@
+"""PieceByPieceExport.to_onnx on real tiny models: each piece an ONNX local function, identical pieces one
+function, the model checked by onnx.checker (full check) and run by onnxruntime against eager at shapes the
+export did not see, with and without a cache.
+
+The flat inputs fed to onnxruntime here are the test's own: the call flattened by the library's serializer,
+the eager outputs flattened the same way, compared tensor by tensor.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("transformers")
+
+import _tiny_models as tiny  # noqa: E402
+import _toy_models as toy  # noqa: E402
+
+from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
+from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
+
+BATCH = torch.export.Dim("batch", min=1, max=32)
+SEQ = torch.export.Dim("seq", min=2, max=128)
+
+
+def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    _, tensors, _ = describe_call("test", args, kwargs)
+    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
+    return [torch.from_numpy(x) for x in session.run(None, feeds)]
+
+
+def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    args, kwargs = copy.deepcopy((args, kwargs))
+    with torch.no_grad():
+        output = model(*args, **kwargs)
+    caches = [v for v in (*args, *kwargs.values()) if type(v).__name__.endswith("Cache")]
+    return flat_outputs("test", output, caches)[1]
+
+
+def _assert_equal(got: list[Any], want: list[Any]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
+
+
+def _functions(path: Path) -> dict[str, int]:
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    calls: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.domain == "pbp.pieces":
+            calls[node.op_type] = calls.get(node.op_type, 0) + 1
+    assert set(calls) == {f.name for f in model.functions if f.domain == "pbp.pieces"}
+    return calls
+
+
+def _logits_export(model: Any, classes: Any) -> Any:
+    ids = tiny.ids(6, 2)
+    return export_piece_by_piece(
+        model, (ids,), {"attention_mask": torch.ones_like(ids), "use_cache": False},
+        dynamic_shapes={"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ}}, classes=classes,
+    )  # fmt: skip
+
+
+def _layer_classes(model: Any) -> tuple[type, ...]:
+    return tuple(dict.fromkeys(type(layer) for layer in model.model.layers))
+
+
+@pytest.mark.parametrize(
+    ("family", "functions"),
+    # lfm2: conv and attention layers. Gemma2's sliding and full layers compute the same function of their inputs
+    # in a prefill (the window is in the mask, made outside the layers): one function; their caches differ (below)
+    [("llama", 1), ("gemma2", 1), ("lfm2", 2)],
+)
+def test_identical_layers_share_one_function_and_onnxruntime_equals_eager(family: str, functions: int, tmp_path: Path) -> None:
+    model = tiny.CAUSAL[family]()
+    result = _logits_export(model, _layer_classes(model))
+    written = result.to_onnx(tmp_path / "model.onnx")
+    calls = _functions(tmp_path / "model.onnx")
+    assert len(calls) == functions and sum(calls.values()) == len(model.model.layers)
+    assert sum(len(v) for v in written.functions.values()) == len(model.model.layers)
+    assert written.model_diff <= 1e-5 and all(d <= 1e-5 for d in written.piece_diffs.values())
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask"]
+    assert session.get_outputs()[0].name == "output.logits"
+    for batch, n in ((1, 3), (4, 11), (2, 70)):
+        x = tiny.ids(n, batch, seed=5)
+        kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
+        _assert_equal(_run(tmp_path / "model.onnx", (x,), kwargs), _eager(model, (x,), kwargs))
+    assert "onnx |d|" in str(result.report) and f"{functions} function" in str(result.report)
+
+
+@pytest.mark.parametrize(("family", "functions"), [("llama", 1), ("mistral", 1), ("gemma2", 2)])  # gemma2: a sliding and a full cache layer
+def test_a_decode_step_with_its_cache_in_and_out(family: str, functions: int, tmp_path: Path) -> None:
+    model = tiny.CAUSAL[family]()
+    _, cache = tiny.prefill(model, 6, batch=2)
+    _, other = tiny.prefill(model, 8, batch=3)
+    shapes = torch.export.AdditionalInputs()
+    shapes.add((tiny.ids(2, 3),), {"cache": other})
+    result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": cache}, dynamic_shapes=shapes, classes=_layer_classes(model))
+    result.to_onnx(tmp_path / "step.onnx")
+    calls = _functions(tmp_path / "step.onnx")
+    assert len(calls) == functions and sum(calls.values()) == len(model.model.layers)  # though each updates its own slot
+    session = onnxruntime.InferenceSession(str(tmp_path / "step.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()][:3] == ["input_ids", "cache.layers.0.keys", "cache.layers.0.values"]
+    for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 5)):  # pasts past mistral's window of 5, as the examples
+        _, ours = tiny.prefill(model, past, batch=batch)
+        x = tiny.ids(new, batch, seed=9)
+        _assert_equal(_run(tmp_path / "step.onnx", (x,), {"cache": ours}), _eager(model, (x,), {"cache": ours}))
+
+
+def test_t5_blocks_of_the_encoder_and_the_decoder(tmp_path: Path) -> None:
+    model = tiny.t5()
+
+    def inputs(batch: int, n: int, m: int, seed: int = 0) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(seed)
+        return {
+            "input_ids": torch.randint(0, tiny.VOCAB, (batch, n), generator=g), "attention_mask": torch.ones(batch, n, dtype=torch.long),
+            "decoder_input_ids": torch.randint(0, tiny.VOCAB, (batch, m), generator=g),
+            "decoder_attention_mask": torch.ones(batch, m, dtype=torch.long), "use_cache": False,
+        }  # fmt: skip
+
+    target = torch.export.Dim("target", min=2, max=60)
+    shapes = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ},
+              "decoder_input_ids": {0: BATCH, 1: target}, "decoder_attention_mask": {0: BATCH, 1: target}}  # fmt: skip
+    result = export_piece_by_piece(model, (), inputs(2, 6, 4), dynamic_shapes=shapes, classes=type(model.get_encoder().block[0]))
+    written = result.to_onnx(tmp_path / "t5.onnx")
+    calls = _functions(tmp_path / "t5.onnx")
+    assert sum(calls.values()) == 4 and len(calls) == len(written.functions) >= 2  # encoder and decoder blocks differ
+    for batch, n, m in ((1, 3, 2), (3, 11, 7), (2, 20, 9)):
+        kwargs = inputs(batch, n, m, seed=5)
+        _assert_equal(_run(tmp_path / "t5.onnx", (), kwargs), _eager(model, (), kwargs))
+
+
+def test_a_piece_without_its_own_program_is_refused_by_name(tmp_path: Path) -> None:
+    result = export_piece_by_piece(toy.deep(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    with pytest.raises(OnnxExportError, match=r"pieces without a program of their own cannot be ONNX functions: top\.mid\.leaf \(data-dependent guard: "):
+        result.to_onnx(tmp_path / "deep.onnx")
+    assert not (tmp_path / "deep.onnx").exists()
