@@ -172,30 +172,36 @@ class Watch:
         if not self.completed:
             path = _innermost_frame_module(exc, self.paths)
             if path is None:
-                path = self._open_modules(len(self.env.guards) if self.env is not None else 0)
+                n = len(self.env.guards) if self.env is not None else 0
+                path = self._owners(n + 1)[n]  # the modules still open when it failed
             return [] if path is None else [path]
         if classify(exc) != CONSTRAINT or self.env is None:
             return []
         blamed: set[str] = set()
+        owners = self._owners(len(self.env.guards))
         for index, (expr, point) in self._violating():
-            path = self._open_modules(index)
+            path = owners[index]
             if path is not None and path not in blamed:
                 blamed.add(path)
                 where = ", ".join(f"{self.names[s]}={v}" for s, v in sorted(point.items(), key=str) if s in expr.free_symbols)
                 self.details[path] = f"guard {expr.xreplace(self.names)} is false at {where}"
         return sorted(blamed)
 
-    def _open_modules(self, index: int) -> str | None:
-        """The innermost module open when guard ``index`` was added (or, at the end, still open)."""
+    def _owners(self, n: int) -> list[str | None]:
+        """For each of the first ``n`` guards, the innermost module open when it was added; one pass over the
+        events (a module entered with ``c`` guards so far owns guard ``c`` onwards, until it is left)."""
+        owners: list[str | None] = []
         stack: list[str] = []
         for count, step, path in self.events:
-            if count > index:
-                break
+            while len(owners) < min(count, n):
+                owners.append(stack[-1] if stack else None)
             if step > 0:
                 stack.append(path)
             elif stack and stack[-1] == path:
                 stack.pop()
-        return stack[-1] if stack else None
+        while len(owners) < n:
+            owners.append(stack[-1] if stack else None)
+        return owners
 
     def _violating(self) -> Iterator[tuple[int, tuple[Any, dict[Any, int]]]]:
         """The guards that fail somewhere in the declared ranges (Note [blame]): their index, their expression
