@@ -23,6 +23,7 @@ import io
 import itertools
 import logging
 import math
+import secrets
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -40,15 +41,15 @@ from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 
-_NAMESPACES = itertools.count()
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
 
 
 def fresh_namespace() -> str:
-    """An operator namespace no operator uses yet, so that every export of the process has its own."""
+    """An operator namespace no operator uses: random, so that the artifacts of different processes can be loaded
+    in one process (their operators keep the export's names), and checked against this process's operators."""
     while True:
-        namespace = f"pbpx{next(_NAMESPACES)}"
+        namespace = f"pbp_{secrets.token_hex(5)}"
         if not any(name.startswith(f"{namespace}::") for name in torch._C._dispatch_get_all_op_names()):
             return namespace
 
