@@ -85,7 +85,7 @@ class PieceByPieceExport:
 
         why = {p: piece.own_export_failure or piece.failure for p, piece in self.pieces.items()}
         pieces = [
-            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), self._onnx_calls.get(s.path, []))
+            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key, self._onnx_calls.get(s.path, []))
             for s in self._saved
         ]
         inputs, outputs = _io_names(self._model, self._example, self._call)

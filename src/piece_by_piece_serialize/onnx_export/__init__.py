@@ -41,6 +41,7 @@ class OnnxPiece:
     qualname: str  # the operator, namespace::name
     program: Any  # its own exported program (weights, then tensors, as inputs), or None
     why_not: str  # why it has no program, when it has none
+    program_key: str | None = None  # the call structure its program computes (Note [call keys])
     calls: list[tuple[list[Any], list[Any]]] = field(default_factory=list)  # recorded (inputs, eager outputs)
 
 
@@ -109,6 +110,7 @@ def _write(
         cut = pruned[piece.path]
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
+    _check_calls(program, {_overload(p.qualname): p for p in pieces})
     exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
@@ -137,6 +139,16 @@ def _write(
     return OnnxExport(path, by_function, piece_diffs, model_diff, time.perf_counter() - start, os.path.getsize(path))
 
 
+def _check_calls(program: Any, by_operator: dict[Any, OnnxPiece]) -> None:
+    """Every call of a piece in the program has the structure the piece's own program computes."""
+    for node in program.graph.nodes:
+        piece = by_operator.get(node.target) if node.op == "call_function" else None
+        if piece is not None and piece.program_key is not None and node.args[-1] != piece.program_key:
+            raise OnnxExportError(
+                f"to_onnx: the program calls {piece.path} with {node.args[-1]}, but its own program computes {piece.program_key}"
+            )
+
+
 def _overload(qualname: str) -> Any:
     import torch
 
@@ -146,7 +158,7 @@ def _overload(qualname: str) -> Any:
 
 def _translation(op: Any, cut: PrunedPiece, n_outputs: int) -> Any:
     """How torch's exporter writes one call of the operator: the function on the kept inputs; an output the piece
-    passes through is the input itself."""
+    passes through is the input itself (every call has the structure the piece's program computes: _check_calls)."""
 
     def translate(tensors: Sequence[Any], weights: Sequence[Any], call: str) -> list[Any]:
         flat = [*weights, *tensors]
