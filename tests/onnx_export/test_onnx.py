@@ -21,7 +21,6 @@ pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
 import _toy_models as toy  # noqa: E402
-
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
 from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
 from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
