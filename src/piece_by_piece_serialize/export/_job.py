@@ -83,7 +83,6 @@ class Job:
         self.specs = specs
         self.notes = notes
         self.namespace = fresh_namespace()
-        self.paths = module_paths(model)
         self.wrappers: dict[str, Any] = {}  # path -> its as_custom_op wrapper
         self.cut_by: dict[str, tuple[Failure, float]] = {}  # piece -> the failure blamed on it, its share of the time
         self.attempts: list[Attempt] = []
