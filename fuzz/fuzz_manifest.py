@@ -81,7 +81,8 @@ def _call(r: ByteReader, m: Any) -> Any:
 def _state(r: ByteReader, m: Any, depth: int = 0) -> Any:
     children = tuple((f"c{i}", _state(r, m, depth + 1)) for i in range(r.below(2 + 1) if depth < 2 else 0))
     attributes = tuple((f"a{i}", (_scalar(r), [_scalar(r)], {"k": _scalar(r)})[r.below(2 + 1)]) for i in range(r.below(3 + 1)))
-    return m.ModuleState("pkg.Mod", attributes, ("weight",) if r.below(1 + 1) else (), (), (), children, (("fn", "builtins.function"),) if r.below(1 + 1) else ())
+    unstorable = (("fn", "builtins.function"),) if r.below(1 + 1) else ()
+    return m.ModuleState("pkg.Mod", attributes, ("weight",) if r.below(1 + 1) else (), (), (), ("bias",) if r.below(2) else (), children, unstorable)
 
 
 def sample(r: ByteReader) -> Any:

@@ -36,7 +36,7 @@ def _normal(text: str) -> list[str]:
     return [re.sub(r" +", " ", re.sub(r"\d+\.\d+ s\b", "_ s", line)).rstrip() for line in text.strip().splitlines()]
 
 
-def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear_attention() -> None:
+def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear_attention(tmp_path: Path) -> None:
     namespace: dict[str, Any] = {"__name__": "__docs_example__"}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -56,6 +56,32 @@ def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear
     assert [a.failure is None for a in result.report.attempts] == [False, True]
     nodes = [str(n.target) for n in result.program.graph.nodes if n.op == "call_function" and "linear_attn" in str(n.target)]
     assert len(nodes) == 3
+    _the_artifact_needs_the_linear_attention_modules(result, model, tmp_path)
+
+
+def _the_artifact_needs_the_linear_attention_modules(result: Any, model: Any, tmp_path: Path) -> None:
+    """The three pieces have no program of their own (their export fails): the archive stores their weights and
+    class, and loading takes the modules of a model built as this one (here, this very model's), equal again."""
+    from piece_by_piece_serialize import ArtifactError, load_piece_by_piece
+
+    cut = result.report.behind_operators
+    result.save(tmp_path / "qwen3-next.pt2")
+    result.close()
+    with pytest.raises(ArtifactError, match=r"model\.layers\.0\.linear_attn \(transformers\.models\.qwen3_next\.modeling_qwen3_next\.Qwen3NextGatedDeltaNet\) is stored without a program"):
+        load_piece_by_piece(tmp_path / "qwen3-next.pt2")
+    piece_class = type(model.get_submodule(cut[0]))
+    with pytest.raises(ArtifactError, match=r"\(its submodule norm\) is a .*Qwen3NextRMSNormGated: pass that class in implementations="):
+        load_piece_by_piece(tmp_path / "qwen3-next.pt2", implementations=[piece_class])
+    norm_class = type(model.get_submodule(cut[0]).norm)
+    for given in ([piece_class, norm_class], {p: model.get_submodule(p) for p in cut}):  # classes rebuilt; instances
+        loaded = load_piece_by_piece(tmp_path / "qwen3-next.pt2", implementations=given)
+        for n in (3, 11, 70):
+            x = torch.randint(0, 64, (2, n), generator=torch.Generator().manual_seed(n))
+            with torch.no_grad():
+                got = loaded(x, attention_mask=torch.ones_like(x), use_cache=False).logits
+                want = model(x, attention_mask=torch.ones_like(x), use_cache=False).logits
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+        loaded.close()
 
 
 def test_the_other_blocks_run_each_in_a_fresh_interpreter_in_order(tmp_path: Path) -> None:

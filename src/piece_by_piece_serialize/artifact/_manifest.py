@@ -80,6 +80,7 @@ class ModuleState:
     parameters: tuple[str, ...]
     buffers: tuple[str, ...]
     non_persistent: tuple[str, ...]
+    empty: tuple[str, ...]  # parameters and buffers registered as None (a Linear without bias)
     children: tuple[tuple[str, ModuleState], ...]
     unstorable: tuple[tuple[str, str], ...]  # (attribute, its type): what only an instance can give back
 
@@ -138,7 +139,7 @@ def _call(c: CallRecord) -> dict[str, Any]:
 def _state(s: ModuleState) -> dict[str, Any]:
     return {
         "class": s.cls, "attributes": [[k, _value(v)] for k, v in s.attributes], "parameters": list(s.parameters),
-        "buffers": list(s.buffers), "non_persistent": list(s.non_persistent),
+        "buffers": list(s.buffers), "non_persistent": list(s.non_persistent), "empty": list(s.empty),
         "children": [[k, _state(c)] for k, c in s.children], "unstorable": [list(u) for u in s.unstorable],
     }  # fmt: skip
 
@@ -356,7 +357,7 @@ def _rule_ok(kind: str, cands: tuple[Any, ...]) -> bool:
 def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState:
     if depth > 64:
         raise r.fail(path, "modules nested more than 64 deep")
-    d = r.obj(data, path, ("class", "attributes", "parameters", "buffers", "non_persistent", "children", "unstorable"))
+    d = r.obj(data, path, ("class", "attributes", "parameters", "buffers", "non_persistent", "empty", "children", "unstorable"))
     attributes = []
     for i, pair in enumerate(r.seq(d["attributes"], f"{path}.attributes")):
         if not isinstance(pair, list) or len(pair) != 2:
@@ -374,7 +375,8 @@ def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState
         unstorable.append((r.string(pair[0], f"{path}.unstorable[{i}][0]"), r.string(pair[1], f"{path}.unstorable[{i}][1]")))
     return ModuleState(
         r.string(d["class"], f"{path}.class"), tuple(attributes), r.strings(d["parameters"], f"{path}.parameters"),
-        r.strings(d["buffers"], f"{path}.buffers"), r.strings(d["non_persistent"], f"{path}.non_persistent"), tuple(children),
+        r.strings(d["buffers"], f"{path}.buffers"), r.strings(d["non_persistent"], f"{path}.non_persistent"),
+        r.strings(d["empty"], f"{path}.empty"), tuple(children),
         tuple(unstorable),
     )  # fmt: skip
 

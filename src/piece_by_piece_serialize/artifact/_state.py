@@ -75,6 +75,7 @@ def capture(module: Any) -> ModuleState:
         tuple(n for n, p in module._parameters.items() if p is not None),
         tuple(n for n, b in module._buffers.items() if b is not None),
         tuple(sorted(module._non_persistent_buffers_set)),
+        tuple(n for table in (module._parameters, module._buffers) for n, t in table.items() if t is None),
         tuple((n, capture(c)) for n, c in module._modules.items() if c is not None),
         tuple(unstorable),
     )
@@ -135,6 +136,8 @@ def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str
                 raise ArtifactError(source, f"{where}: the archive has no weight {prefix + name}")
             table[name] = tensor if table is module._buffers or isinstance(tensor, torch.nn.Parameter) else torch.nn.Parameter(tensor, requires_grad=False)
     module._non_persistent_buffers_set.update(state.non_persistent)
+    for name in state.empty:  # registered as None, as a Linear without bias holds its bias
+        module._parameters.setdefault(name, None)
     for name, child in state.children:
         module._modules[name] = rebuild(child, weights, classes, source, piece, f"{prefix}{name}.")
     return module
