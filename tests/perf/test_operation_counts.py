@@ -320,3 +320,55 @@ def test_package_import_is_light() -> None:
     heavy = {m for m in out if m.split(".")[0] in ("torch", "transformers", "lark", "typing", "re", "numpy")}
     assert not heavy, heavy
     assert len(out) <= IMPORT_MODULE_BUDGET, out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A module behind its operator, on the steady state of a call site
+
+
+def _site_module() -> Any:
+    import torch
+
+    class Layer(torch.nn.Module):
+        def forward(self, x: Any, pair: Any, cache: Any = None, flag: bool = True) -> Any:
+            cache.update(x[None, None].expand(1, 2, 1, 4), x[None, None].expand(1, 2, 1, 4).clone(), 0)
+            return x * 2 + pair[0]
+
+    return Layer()
+
+
+# Python calls of one wrapped call whose structure was seen before (Note [call sites] in custom_op/_sites.py),
+# DynamicCache layers included: a matcher per layer for the cache given and for the cache after the call, nothing
+# else per layer; everything else a fixed number. Measured: 2 per layer, 45 in all at 8 layers.
+SITE_PYTHON_CALLS_PER_LAYER = 2
+SITE_PYTHON_CALLS_FIXED = 60
+
+
+def test_a_call_site_describes_nothing_on_its_steady_state() -> None:
+    import torch
+
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    from piece_by_piece_serialize import as_custom_op
+
+    python = []
+    layers = [8, 16, 24, 32]
+    for n in layers:
+        wrapped = as_custom_op(_site_module(), f"pbp_perf::site{n}")  # one site each
+        cache = cache_utils.DynamicCache()
+        for i in range(n):
+            cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4), i)
+        x, pair = torch.ones(4), (torch.ones(4), torch.ones(4))
+        for _ in range(2):  # the first call describes and makes the site; the second is the steady state too
+            wrapped(x, pair, cache, flag=True)
+            cache.layers[0].crop(-1)
+        counts = Counts(lambda: wrapped(x, pair, cache, flag=True))
+        cache.layers[0].crop(-1)
+        described = {"describe_call", "describe", "flatten_values", "flat_outputs", "_kind_and_flat", "bind",
+                     "type_as_str_with_info", "tree_spec_as_name", "of_layers", "_argument", "__str__", "__repr__"}  # fmt: skip
+        assert not described & set(counts.by_name), {k: v for k, v in counts.by_name.items() if k in described}
+        python.append(counts.total)
+        wrapped._pbp_op.close()
+    _assert_linear(python, "a call site's Python calls vs cache layers")
+    per_layer = (python[-1] - python[0]) / (layers[-1] - layers[0])
+    assert per_layer <= SITE_PYTHON_CALLS_PER_LAYER, python
+    assert python[0] - per_layer * layers[0] <= SITE_PYTHON_CALLS_FIXED, python
