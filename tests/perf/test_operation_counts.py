@@ -337,11 +337,10 @@ def _site_module() -> Any:
     return Layer()
 
 
-# Python calls of one wrapped call whose structure was seen before (Note [call sites] in custom_op/_sites.py),
-# DynamicCache layers included: a matcher per layer for the cache given and for the cache after the call, nothing
-# else per layer; everything else a fixed number. Measured: 2 per layer, 45 in all at 8 layers.
-SITE_PYTHON_CALLS_PER_LAYER = 2
-SITE_PYTHON_CALLS_FIXED = 60
+# Python calls of one wrapped call whose structure was seen before (Note [call sites] in custom_op/_sites.py), with
+# a DynamicCache: a fixed number whatever the number of layers (the cache matchers check a layer without a Python
+# call: Note [cache matchers]), and no description. Measured: 37.
+SITE_PYTHON_CALLS = 50
 
 
 def test_a_call_site_describes_nothing_on_its_steady_state() -> None:
@@ -368,7 +367,5 @@ def test_a_call_site_describes_nothing_on_its_steady_state() -> None:
         assert not described & set(counts.by_name), {k: v for k, v in counts.by_name.items() if k in described}
         python.append(counts.total)
         wrapped._pbp_op.close()
-    _assert_linear(python, "a call site's Python calls vs cache layers")
-    per_layer = (python[-1] - python[0]) / (layers[-1] - layers[0])
-    assert per_layer <= SITE_PYTHON_CALLS_PER_LAYER, python
-    assert python[0] - per_layer * layers[0] <= SITE_PYTHON_CALLS_FIXED, python
+    assert len(set(python)) == 1, f"Python calls grow with the number of layers: {python}"
+    assert python[0] <= SITE_PYTHON_CALLS, python

@@ -71,12 +71,14 @@ class Sites:
         if sites is None:
             return None
         values = (*args, *kwargs.values())
-        for site in sites:
+        for i, site in enumerate(sites):
             out: list[Any] = []
             for m, v in zip(site.matchers, values):  # noqa: B905 - one matcher per value (match_values, inlined)
                 if not m(v, out):
                     break
             else:
+                if i:  # the last structure matched is tried first (a prefill's site is not tried on every decode step)
+                    sites.insert(0, sites.pop(i))
                 return site, out
         return None
 

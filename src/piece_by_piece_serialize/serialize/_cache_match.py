@@ -56,7 +56,9 @@ def matcher(info: AnyCacheInfo, cls: type, what: str) -> tuple[Matcher, bool]:
         and not info.option("o")
     ):
         checks = [_layer(i, layer, what) for i, layer in enumerate(info.layers)]
-        return _plain(cls, info, checks), all(getattr(c, "tensors_only", False) for c in checks)
+        if checks and all(getattr(c, "tensors_only", False) for c in checks):
+            return _all_dynamic(cls, info), True
+        return _plain(cls, info, checks), False
     return _described(adapter, cls, info, what), False
 
 
@@ -93,6 +95,43 @@ def _plain(cls: type, info: CacheInfo, checks: list[_LayerMatcher]) -> Matcher:
                 del out[start:]
                 return False
         return True
+
+    return match
+
+
+def _all_dynamic(cls: type, info: CacheInfo) -> Matcher:
+    """:func:`_plain` of a cache whose every layer is a populated ``DynamicLayer``, the layers' checks of
+    :func:`_dynamic` inlined (a Python call per layer is most of what a layer costs here)."""
+    replicate = None if info.option("n") else _caches._DynamicLayer
+    n = len(info.layers)
+    layer_cls, tensor = _caches._DynamicLayer, _caches._Tensor
+
+    def match(cache: Any, out: list[Any]) -> bool:
+        if type(cache) is not cls:
+            return False
+        state = cache.__dict__
+        if len(state) != 3 or state.get("offloading") is not False or "layer_class_to_replicate" not in state:
+            return False
+        layers = state.get("layers")
+        if state["layer_class_to_replicate"] is not replicate or type(layers) is not list or len(layers) != n:
+            return False
+        start = len(out)
+        append = out.append
+        for layer in layers:  # the reads of _dynamic's match, layer by layer
+            if type(layer) is not layer_cls:
+                break
+            d = layer.__dict__
+            if len(d) != 4 or d.get("is_initialized") is not True or "device" not in d:
+                break
+            keys, values = d.get("keys"), d.get("values")
+            if not isinstance(keys, tensor) or not isinstance(values, tensor) or d["device"] != keys.device:
+                break
+            append(keys)
+            append(values)
+        else:
+            return True
+        del out[start:]
+        return False
 
     return match
 
