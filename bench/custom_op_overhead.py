@@ -293,3 +293,39 @@ def _medium_llama() -> object:
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(config).eval()
+
+
+@section("export")
+def export_time(args: argparse.Namespace) -> list[Row]:
+    """``export_piece_by_piece(..., classes=LlamaDecoderLayer)`` (each piece also exported alone, identical ones
+    sharing one program: Note [shared programs]) against ``torch.export.export`` of the whole model, in alternation;
+    target ≤ 1: identical layers should make the piece-by-piece export cheaper, not dearer."""
+    import torch
+    from _tiny_models import llama_sized
+
+    from piece_by_piece_serialize import export_piece_by_piece
+
+    rows = []
+    with one_thread():
+        for layers in (8,) if args.quick else (8, 32):
+            model = llama_sized(32, layers, vocab=128)
+            ids = torch.randint(0, 128, (2, 6), generator=torch.Generator().manual_seed(0))
+            batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=128)
+            shapes = {"input_ids": {0: batch, 1: seq}}
+
+            def whole() -> None:
+                torch.export.export(model, (ids,), {"use_cache": False}, dynamic_shapes={**shapes, "use_cache": None}, strict=False)
+
+            def ours() -> None:
+                export_piece_by_piece(model, (ids,), {"use_cache": False}, dynamic_shapes=shapes, classes="LlamaDecoderLayer").close()
+
+            samples: dict[str, list[float]] = {"ours": [], "whole": []}
+            for _ in range(1 if args.quick or layers > 8 else 2):
+                for key, fn in (("ours", ours), ("whole", whole)):
+                    start = time.perf_counter()
+                    fn()
+                    samples[key].append(time.perf_counter() - start)
+            rows.append(Row("export", f"export_piece_by_piece(classes=LlamaDecoderLayer), tiny Llama, {layers} layers",
+                            statistics.median(samples["ours"]), "torch.export.export of the whole model",
+                            statistics.median(samples["whole"]), target=1.0, note="dynamic batch and sequence"))  # fmt: skip
+    return rows
