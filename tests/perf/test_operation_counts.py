@@ -320,3 +320,52 @@ def test_package_import_is_light() -> None:
     heavy = {m for m in out if m.split(".")[0] in ("torch", "transformers", "lark", "typing", "re", "numpy")}
     assert not heavy, heavy
     assert len(out) <= IMPORT_MODULE_BUDGET, out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A module behind its operator, on the steady state of a call site
+
+
+def _site_module() -> Any:
+    import torch
+
+    class Layer(torch.nn.Module):
+        def forward(self, x: Any, pair: Any, cache: Any = None, flag: bool = True) -> Any:
+            cache.update(x[None, None].expand(1, 2, 1, 4), x[None, None].expand(1, 2, 1, 4).clone(), 0)
+            return x * 2 + pair[0]
+
+    return Layer()
+
+
+# Python calls of one wrapped call whose structure was seen before (Note [call sites] in custom_op/_sites.py), with
+# a DynamicCache: a fixed number whatever the number of layers (the cache matchers check a layer without a Python
+# call: Note [cache matchers]), and no description. Measured: 37.
+SITE_PYTHON_CALLS = 50
+
+
+def test_a_call_site_describes_nothing_on_its_steady_state() -> None:
+    import torch
+
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    from piece_by_piece_serialize import as_custom_op
+
+    python = []
+    layers = [8, 16, 24, 32]
+    for n in layers:
+        wrapped = as_custom_op(_site_module(), f"pbp_perf::site{n}")  # one site each
+        cache = cache_utils.DynamicCache()
+        for i in range(n):
+            cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4), i)
+        x, pair = torch.ones(4), (torch.ones(4), torch.ones(4))
+        for _ in range(2):  # the first call describes and makes the site; the second is the steady state too
+            wrapped(x, pair, cache, flag=True)
+            cache.layers[0].crop(-1)
+        counts = Counts(lambda: wrapped(x, pair, cache, flag=True))
+        cache.layers[0].crop(-1)
+        described = {"describe_call", "describe", "flatten_values", "flat_outputs", "_kind_and_flat", "bind",
+                     "type_as_str_with_info", "tree_spec_as_name", "of_layers", "_argument", "__str__", "__repr__"}  # fmt: skip
+        assert not described & set(counts.by_name), {k: v for k, v in counts.by_name.items() if k in described}
+        python.append(counts.total)
+        wrapped._pbp_op.close()
+    assert len(set(python)) == 1, f"Python calls grow with the number of layers: {python}"
+    assert python[0] <= SITE_PYTHON_CALLS, python

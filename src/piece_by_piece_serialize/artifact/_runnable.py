@@ -5,7 +5,7 @@ operators do (Note [call keys] in :mod:`..custom_op`), refuses a call whose stru
 program was exported for, runs the program, and rebuilds the output, writing the caches back into the
 caller's objects (Note [write back]).
 
-Imports: :mod:`..custom_op` (the call structure); torch.
+Imports: :mod:`..custom_op` (the call structure, its sites); torch.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..custom_op._calls import Call, describe_call, finish_call
+from ..custom_op._sites import Sites
 
 
 class CallStructureError(ValueError):
@@ -34,18 +35,25 @@ class FlatProgramModule(torch.nn.Module):
         self.__dict__["key"] = key
         self.__dict__["owner"] = owner
         self.__dict__["name"] = name
+        self.__dict__["sites"] = Sites(name)  # Note [call sites]: the example's structure, matched not described
 
     call: Call
     key: str
     owner: Any
     name: str
+    sites: Sites
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        _, tensors, key = describe_call(self.name, args, kwargs)
-        if key != self.key:
-            raise CallStructureError(
-                f"{self.name}: called with {key}, but the program was exported for {self.key}: every call must pass "
-                "the same arguments, the same ones None and the same scalar values as the example"
-            )
+        found = self.sites.match(args, kwargs)
+        if found is None:
+            _, tensors, key = describe_call(self.name, args, kwargs)
+            if key != self.key:
+                raise CallStructureError(
+                    f"{self.name}: called with {key}, but the program was exported for {self.key}: every call must "
+                    "pass the same arguments, the same ones None and the same scalar values as the example"
+                )
+            self.sites.add(args, kwargs, self.call, key)
+        else:
+            tensors = found[1]
         out = self.program(*(t.contiguous() for t in tensors))  # as it was exported (export/_job.py, _contiguous)
         return finish_call(self.call, list(out), [*args, *kwargs.values()])

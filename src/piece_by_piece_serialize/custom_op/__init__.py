@@ -81,18 +81,22 @@ Imports: :mod:`..serialize` and :mod:`..type_info` at import time, :mod:`..schem
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ._calls import Call, describe_call, finish_call, flat_outputs, rebuild_arguments
 from ._error import CustomOpError
 from ._shapes import evaluate, learn
+from ._sites import Matcher, Sites, compile_values, match_values
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["CustomOpError", "as_custom_op", "replace_with_custom_ops", "restore_modules", "is_custom_op_module"]
 
+# The dtype of a tensor, read in C over a list (a generator would resume in Python once per tensor).
+_DTYPE = operator.attrgetter("dtype")
 # Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
 _MAX_RECORDED_CALLS = 8
 
@@ -123,6 +127,9 @@ class _Op:
         self.qualname = qualname
         self.fake_fn = fake
         self.calls: dict[str, Call] = {}
+        # the steady state (Note [call sites]): the structures seen, and per call key what the kernel reuses
+        self.sites = Sites(qualname)
+        self.kernel_state: dict[str, _KernelState] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
         # the ignores: torch.library.Library's methods carry no annotations
@@ -154,7 +161,8 @@ class _Op:
 
     def _runner(self, weights: list[Any] | None) -> Callable[..., Any]:
         """The module's forward, with ``weights`` in place of its own when they are other tensors."""
-        if weights is None or all(a is b for a, b in zip(weights, self.weights_of(), strict=True)):
+        mine = self.weights_of()
+        if weights is None or (len(weights) == len(mine) and all(map(operator.is_, weights, mine))):
             return self.run
         import torch
 
@@ -164,17 +172,24 @@ class _Op:
 
     def _real(self, tensors: list[Any], *rest: Any) -> list[Any]:
         weights, key = (None, rest[0]) if len(rest) == 1 else rest
-        call = self._lookup(key)
-        versions = [t._version for t in tensors]
-        output, caches = self._call_module(self._runner(weights), call, tensors)
-        kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
-        changed = [i for i, (t, v) in enumerate(zip(tensors, versions)) if t._version != v and i not in call.cache_tensors]  # noqa: B905 - a version per tensor
+        state = self.kernel_state.get(key)
+        if state is None:
+            state = self.kernel_state[key] = _KernelState(self._lookup(key), len(tensors))
+        call = state.call
+        versions = [tensors[i]._version for i in state.checked]
+        output, caches = self._call_module(self.run if weights is None else self._runner(weights), call, tensors)
+        out = None if state.outputs is None else match_values(state.outputs, (output, *caches))
+        if out is None:  # the first call of this structure, or an output of another structure (an error below)
+            kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
+        else:  # the learned output structure, by construction (Note [call sites])
+            kinds, constants, n_flat = call.out_kinds, call.out_constants, call.out_n_flat  # type: ignore[assignment]
+        changed = [i for i, v in zip(state.checked, versions) if tensors[i]._version != v]  # noqa: B905 - a version per checked tensor
         if changed:
             raise CustomOpError(
                 f"{self.qualname}: the module changed input tensor(s) {changed} of the call in place; behind a custom "
                 "operator the change would not reach the caller (only caches are written back): return the new value instead"
             )
-        dtypes = tuple(t.dtype for t in out)
+        dtypes = tuple(map(_DTYPE, out))
         if call.out_kinds is None:
             call.learn_outputs(kinds, constants, n_flat, output, caches)
         if not call.shapes:  # the first eager call (a fake= kernel may have seen the structure before)
@@ -185,10 +200,15 @@ class _Op:
                 f"earlier call of the same structure returned {call.out_kinds} (constants {call.out_constants}, "
                 f"dtypes {call.out_dtypes}); an operator has one output structure per call structure"
             )
-        shapes = (tuple(tuple(t.shape) for t in tensors), tuple(tuple(t.shape) for t in out))
-        if shapes not in call.shapes and len(call.shapes) < _MAX_RECORDED_CALLS:
-            call.shapes.append(shapes)
-            call.rules = None
+        if state.outputs is None:
+            state.learn(call, self.qualname, output, caches)
+        if len(call.shapes) < _MAX_RECORDED_CALLS:  # past the bound nothing is recorded: the shapes are not read
+            # torch.Size is a tuple (equal to, and hashing as, the plain tuple of its sizes), kept as torch gives it
+            size = state.size
+            shapes = (tuple(map(size, tensors)), tuple(map(size, out)))
+            if shapes not in call.shapes:
+                call.shapes.append(shapes)
+                call.rules = None
         self.results.append((out, (output, *caches)))
         return out
 
@@ -254,19 +274,46 @@ def _wrapper_class(cls: type[torch.nn.Module]) -> type[torch.nn.Module]:
 
 
 def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    # A TypeError for a bad call, as the module's own forward gives. The call itself keeps the caller's split
-    # between positional and keyword arguments: decorated forwards (transformers' output capturing) read
-    # some arguments from **kwargs, and a keyword turned positional would reach them twice.
-    op.signature.bind(*args, **kwargs)
-    call, tensors, key = describe_call(op.qualname, args, kwargs)
-    known = op.calls.setdefault(key, call)
+    found = op.sites.match(args, kwargs)  # Note [call sites]: a structure seen before is a lookup
+    if found is None:
+        # A TypeError for a bad call, as the module's own forward gives (it depends only on the number of
+        # positional arguments and the keyword names, which a site's are). The call itself keeps the caller's split
+        # between positional and keyword arguments: decorated forwards (transformers' output capturing) read
+        # some arguments from **kwargs, and a keyword turned positional would reach them twice.
+        op.signature.bind(*args, **kwargs)
+        call, tensors, key = describe_call(op.qualname, args, kwargs)
+        known = op.calls.setdefault(key, call)
+        op.sites.add(args, kwargs, known, key)
+    else:
+        site, tensors = found
+        known, key = site.call, site.key
     out = op.op(tensors, op.weights_of(), key) if op.weight_names is not None else op.op(tensors, key)
     kept = op.results.pop() if op.results else None
     values = None
-    if kept is not None and len(kept[0]) == len(out) and all(a is b for a, b in zip(kept[0], out)):  # noqa: B905 - lengths compared first
+    if kept is not None and len(kept[0]) == len(out) and all(map(operator.is_, kept[0], out)):  # lengths compared first
         # Note [eager results]: the very objects the kernel made from these tensors
         values = kept[1]
     return finish_call(known, out, [*args, *kwargs.values()], values)
+
+
+class _KernelState:
+    """What the eager kernel reuses for one call key: which input tensors the in-place check reads (the caches'
+    are written back, not checked), and the matchers of the learned output structure (Note [call sites])."""
+
+    __slots__ = ("call", "checked", "outputs", "size")
+
+    def __init__(self, call: Call, n_tensors: int) -> None:
+        import torch
+
+        self.call = call
+        self.size = torch.Tensor.size
+        self.checked = [i for i in range(n_tensors) if i not in call.cache_tensors]
+        self.outputs: list[Matcher] | None = None
+
+    def learn(self, call: Call, name: str, output: Any, caches: Sequence[Any]) -> None:
+        """Compile the matchers of the output structure ``call`` learned, from an output of that structure."""
+        whats = [f"{name}: the output"] + [f"{name}: cache argument {i} after the call" for i in range(len(caches))]
+        self.outputs = compile_values((output, *caches), call.out_kinds or (), whats)
 
 
 _Op.forward = _forward  # type: ignore[attr-defined]

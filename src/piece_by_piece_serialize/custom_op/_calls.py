@@ -128,13 +128,17 @@ def describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
 
 def merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> list[Any]:
     """The flat list of a value: its tensors in order, its constants at their places."""
-    it = iter(tensors)
-    return [constants[i] if i in constants else next(it) for i in range(n_flat)]
+    if len(tensors) + len(constants) != n_flat:
+        raise CustomOpError(f"{len(tensors)} tensors and {len(constants)} constants for a call of {n_flat} flat items")
+    flat = list(tensors)
+    for i in sorted(constants):  # in increasing order, each constant lands at its final place (list.insert is C)
+        flat.insert(i, constants[i])
+    return flat
 
 
 def rebuild_arguments(call: Call, tensors: Sequence[Any]) -> tuple[Sequence[Any], dict[str, Any]]:
     """The arguments of a call of structure ``call`` made of ``tensors`` (fresh objects; caches rebuilt)."""
-    values = deserialize_args(merge(tensors, call.constants, call.n_flat), list(call.kinds))
+    values = deserialize_args(merge(tensors, call.constants, call.n_flat) if call.constants else tensors, call.kinds)  # type: ignore[arg-type]  # a tuple of strings is accepted
     kwargs = dict(zip(call.keywords, values[call.n_positional :]))  # noqa: B905 - one value per keyword; strict= doubles zip's cost per call
     return values[: call.n_positional], kwargs
 

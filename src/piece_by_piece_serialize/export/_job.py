@@ -13,7 +13,7 @@ them, and the next attempt says whether that was enough. An attempt whose failur
 module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
-package below it; torch.
+package below it (:mod:`._reuse` for Note [shared programs]); torch.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ._examples import DimSpec, Example, describe, varying_dims
 from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path
 from ._report import Attempt, ExportReport, Piece, PieceStatus
+from ._reuse import reusable
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
@@ -215,12 +216,27 @@ class Job:
         return worst
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
-        """Each piece exported alone on its recorded calls (``classes=``): program, failure, time, max |diff|, and
-        the key of the call structure the program computes."""
+        """Each piece exported alone on its recorded calls (``classes=``), or given the program of an identical
+        piece exported before it (Note [shared programs]): program, failure, time, max |diff|, and the key of the
+        call structure the program computes."""
         out: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
+        donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
         for path, wrapper in self.wrappers.items():
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
-            out[path] = _export_alone(wrapper._pbp_original, path, calls, wrapper._pbp_op.weight_names or ())
+            module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
+            described, specs = _described(calls)
+            start = time.perf_counter()
+            for donor, donor_module, donor_described, donor_specs in donors:
+                if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
+                    program, _, _, donor_worst, key = out[donor]
+                    worst = _check_alone(program, module, path, calls, described, names)
+                    if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
+                        out[path] = (program, None, time.perf_counter() - start, worst, key)
+                        break
+            else:
+                out[path] = _export_alone(module, path, calls, names)
+                if out[path][0] is not None:
+                    donors.append((path, module, described, specs))
         return out
 
     def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
@@ -366,13 +382,19 @@ def _describe_example(example: Example) -> str:
     return f"{n} tensor{'s' if n != 1 else ''}: {shapes}{', ...' if n > 6 else ''}"
 
 
+def _described(calls: list[Recorded]) -> tuple[list[Example], list[Any]]:
+    """A piece's recorded calls described, and its dynamic dimensions: those that differ between the calls of the
+    first call's structure."""
+    described = [describe(tuple(c.args), dict(c.kwargs)) for c in calls]
+    same = [d for d in described if d.key == described[0].key]
+    return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
+
+
 def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...]) -> tuple[Any, Failure | None, float, float | None, str | None]:
     """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
     dimensions those that differ between its recorded calls; with the key of the call structure it computes."""
     start = time.perf_counter()
-    described = [describe(tuple(c.args), dict(c.kwargs)) for c in calls]
-    same = [d for d in described if d.key == described[0].key]
-    specs = varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
+    described, specs = _described(calls)
     own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     weights = [own[n] for n in names]
     flat = FlatCall(module, described[0].call, path, names)
@@ -384,6 +406,14 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
+    return program, None, seconds, _check_alone(program, module, path, calls, described, names), described[0].key
+
+
+def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...]) -> float:
+    """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
+    program's structure, and the eager outputs recorded for them."""
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    weights = [own[n] for n in names]
     runnable = program.module()
     worst = 0.0
     for recorded, example in zip(calls, described, strict=True):
@@ -391,4 +421,4 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
             with torch.no_grad():
                 got = runnable(*weights, *_contiguous(example.tensors))
             worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
-    return program, None, seconds, worst, described[0].key
+    return worst

@@ -209,6 +209,9 @@ def _unflatten(leaves: list[Any], spec: Any) -> Any:
 
 def _tree_step(n: int, spec: Any) -> _Step:
     unflatten = _unflatten_with_sizes if _has_size(spec) else _tree_unflatten
+    if spec.type is tuple and all(c.type is None for c in spec._children):
+        # a plain tuple of leaves (a layer's position embeddings): what tree_unflatten makes of it, without its walk
+        unflatten = _plain_tuple
 
     def step(des: list[Any], res: Sequence[Any], pos: int, n_res: int) -> int:
         end = pos + n
@@ -222,6 +225,10 @@ def _tree_step(n: int, spec: Any) -> _Step:
         return -1
 
     return step
+
+
+def _plain_tuple(leaves: list[Any], spec: Any) -> tuple[Any, ...]:
+    return tuple(leaves)
 
 
 def _cache_step(info: AnyCacheInfo) -> _Step:
