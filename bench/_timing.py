@@ -60,6 +60,12 @@ def median_time(fn: Callable[[], object], *, repeats: int = 7, number: int = 1, 
 
 def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 7, number: int = 1) -> dict[str, float]:
     """Median times of several functions measured in alternation, so that drift hits all of them alike."""
+    return {k: statistics.median(v) for k, v in interleaved_samples(fns, repeats=repeats, number=number).items()}
+
+
+def interleaved_samples(fns: dict[str, Callable[[], object]], *, repeats: int, number: int) -> dict[str, list[float]]:
+    """The samples of :func:`interleaved`, ``repeats`` per function, each the mean of ``number`` calls; sample ``i``
+    of every function is taken in the same round, so paired differences cancel a busy spell."""
     for fn in fns.values():
         fn()
     samples: dict[str, list[float]] = {k: [] for k in fns}
@@ -75,7 +81,7 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 7, numbe
     finally:
         if gc_was_enabled:
             gc.enable()
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
 
 
 def fastest_times(fns: dict[str, Callable[[], object]], *, repeats: int = 9, number: int = 1) -> dict[str, float]:

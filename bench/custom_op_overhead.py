@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import gc
 import itertools
 import statistics
 import sys
@@ -31,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from _timing import Row, interleaved, section
+from _timing import Row, interleaved, interleaved_samples, section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny models of the tests
 
@@ -71,19 +70,7 @@ def _raw_op(n_out: int, weights: bool, kernel: Callable[..., Any] | None = None)
 def overhead(fns: dict[str, Callable[[], object]], *, repeats: int, number: int) -> dict[str, float]:
     """Median of the paired differences ``<key> - bare`` for every other key but ``raw``, and ``raw``'s median;
     the samples alternate as in ``_timing.interleaved``, so a busy spell hits each pair alike."""
-    for fn in fns.values():
-        fn()
-    samples: dict[str, list[float]] = {k: [] for k in fns}
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for key, fn in fns.items():
-                start = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                samples[key].append((time.perf_counter() - start) / number)
-    finally:
-        gc.enable()
+    samples = interleaved_samples(fns, repeats=repeats, number=number)
     out = {"raw": statistics.median(samples["raw"]), "bare": statistics.median(samples["bare"])}
     for key in fns:
         if key not in ("raw", "bare"):

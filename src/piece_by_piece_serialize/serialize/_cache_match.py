@@ -80,14 +80,8 @@ def _plain(cls: type, info: CacheInfo, checks: list[_LayerMatcher]) -> Matcher:
     n = len(checks)
 
     def match(cache: Any, out: list[Any]) -> bool:
-        if type(cache) is not cls:
-            return False
-        state = cache.__dict__
-        # three attributes, two of them named: the third is "layers" or describe refuses it (and we decline)
-        if len(state) != 3 or state.get("offloading") is not False or "layer_class_to_replicate" not in state:
-            return False
-        layers = state.get("layers")
-        if state["layer_class_to_replicate"] is not replicate or type(layers) is not list or len(layers) != n:
+        layers = _layers(cache, cls, replicate, n)
+        if layers is None:
             return False
         start = len(out)
         for layer, check in zip(layers, checks):  # noqa: B905 - lengths compared above; strict= doubles zip's cost
@@ -99,6 +93,21 @@ def _plain(cls: type, info: CacheInfo, checks: list[_LayerMatcher]) -> Matcher:
     return match
 
 
+def _layers(cache: Any, cls: type, replicate: Any, n: int) -> list[Any] | None:
+    """The list of ``n`` layers of a cache of exactly class ``cls`` whose only other state is the two options,
+    not offloaded and replicating ``replicate``; ``None`` for anything else."""
+    if type(cache) is not cls:
+        return None
+    state = cache.__dict__
+    # three attributes, two of them named: the third is "layers" or describe refuses it (and we decline)
+    if len(state) != 3 or state.get("offloading") is not False or "layer_class_to_replicate" not in state:
+        return None
+    layers = state.get("layers")
+    if state["layer_class_to_replicate"] is not replicate or type(layers) is not list or len(layers) != n:
+        return None
+    return layers
+
+
 def _all_dynamic(cls: type, info: CacheInfo) -> Matcher:
     """:func:`_plain` of a cache whose every layer is a populated ``DynamicLayer``, the layers' checks of
     :func:`_dynamic` inlined (a Python call per layer is most of what a layer costs here)."""
@@ -107,13 +116,8 @@ def _all_dynamic(cls: type, info: CacheInfo) -> Matcher:
     layer_cls, tensor = _caches._DynamicLayer, _caches._Tensor
 
     def match(cache: Any, out: list[Any]) -> bool:
-        if type(cache) is not cls:
-            return False
-        state = cache.__dict__
-        if len(state) != 3 or state.get("offloading") is not False or "layer_class_to_replicate" not in state:
-            return False
-        layers = state.get("layers")
-        if state["layer_class_to_replicate"] is not replicate or type(layers) is not list or len(layers) != n:
+        layers = _layers(cache, cls, replicate, n)
+        if layers is None:
             return False
         start = len(out)
         append = out.append
