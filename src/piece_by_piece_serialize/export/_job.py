@@ -211,7 +211,7 @@ class Job:
         worst = 0.0
         for example, want in zip(self.examples, references, strict=True):
             with torch.no_grad():
-                got = module(*_contiguous(example.tensors))
+                got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
             worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
         return worst
 
@@ -419,6 +419,7 @@ def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[R
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
             with torch.no_grad():
-                got = runnable(*weights, *_contiguous(example.tensors))
+                # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
+                got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
             worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
     return worst

@@ -10,7 +10,8 @@ call structures they saw, so every eager call this package makes runs with the t
 sets while it traces (``torch._export.utils._compiling_state_context``): the calls then have the structure
 of the traced ones. Only the flags change; the tensors are real and the results equal eager results.
 
-Imports: :mod:`..serialize` (deep copies); torch on use.
+Imports: :mod:`..serialize` (deep copies, shared between the copies of one run: Note [shared copies]); torch on
+use.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..serialize import _caches, make_copy
+from ..serialize import _caches, make_copy, shared_copies
 
 
 @contextlib.contextmanager
@@ -50,7 +51,8 @@ def _set_flags() -> Iterator[None]:  # pragma: no cover - see tracing_path
 
 @dataclass
 class Recorded:
-    """One call of a module: copies of its arguments before the call, of its output and caches after it."""
+    """One call of a module: copies of its arguments before the call, of its output and caches after it (copies
+    that may share tensors with other calls' copies, Note [shared copies]: never changed in place)."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
@@ -81,6 +83,7 @@ def run_recording(fn: Any, args: Sequence[Any], paths: dict[int, str], watched: 
     import torch
 
     recording = Recording()
+    copies = shared_copies()  # Note [shared copies]: a tensor unchanged between two copies is cloned once
     pending: dict[str, list[Recorded]] = {}
     seen: set[str] = set()
 
@@ -92,7 +95,7 @@ def run_recording(fn: Any, args: Sequence[Any], paths: dict[int, str], watched: 
 
     def pre(path: str) -> Any:
         def hook(module: Any, a: tuple[Any, ...], k: dict[str, Any]) -> None:
-            args_copy, kwargs_copy = make_copy((a, k))
+            args_copy, kwargs_copy = copies.copy((a, k))
             pending.setdefault(path, []).append(Recorded(args_copy, kwargs_copy))
 
         return hook
@@ -100,8 +103,8 @@ def run_recording(fn: Any, args: Sequence[Any], paths: dict[int, str], watched: 
     def post(path: str) -> Any:
         def hook(module: Any, a: tuple[Any, ...], k: dict[str, Any], output: Any) -> None:
             done = pending[path].pop()
-            done.output = make_copy(output)
-            done.caches_after = [make_copy(v) for v in (*a, *k.values()) if _caches.is_cache(v)]
+            done.output = copies.copy(output)
+            done.caches_after = [copies.copy(v) for v in (*a, *k.values()) if _caches.is_cache(v)]
             recording.calls.setdefault(path, []).append(done)
 
         return hook

@@ -467,6 +467,14 @@ def make_copy(obj: Any) -> Any:
     return _copy_value(obj)
 
 
+def shared_copies() -> _copy.SharedCopies:
+    """For the packages above: a maker of copies like :func:`make_copy`'s that share the clone of a tensor
+    unchanged since an earlier copy made through it (Note [shared copies] in :mod:`._copy`). Not public."""
+    if _Tensor is None:
+        _setup()
+    return _copy.SharedCopies()
+
+
 
 
 def choose_kwargs_for_dynamic_shapes(
