@@ -244,3 +244,14 @@ def test_the_runnable_module_refuses_another_call_structure() -> None:
     result = export_piece_by_piece(model, (torch.randn(3, 4),))
     with pytest.raises(CallStructureError, match="exported for"):
         result.module()([torch.randn(3, 4)])
+
+
+def test_progress_is_logged_at_info_for_those_who_turn_it_on(caplog: Any) -> None:
+    caplog.set_level("INFO", logger="piece_by_piece_serialize")
+    export_piece_by_piece(_deep(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},)).close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "piece_by_piece_serialize.export"]
+    assert lines[0] == "attempt 1: torch.export with 0 pieces behind operators"
+    assert lines[1].startswith("attempt 1: failed in ") and lines[1].endswith("(data-dependent guard); next behind operators: top.mid.leaf")
+    assert lines[2] == "attempt 2: torch.export with 1 piece behind operators"
+    assert lines[3].startswith("attempt 2: exported in ")
+    assert lines[-1].startswith("Deep exported piece by piece in ") and lines[-1].endswith(": 1 piece behind operators")

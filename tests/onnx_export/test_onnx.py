@@ -79,10 +79,17 @@ def _layer_classes(model: Any) -> tuple[type, ...]:
     # in a prefill (the window is in the mask, made outside the layers): one function; their caches differ (below)
     [("llama", 1), ("gemma2", 1), ("lfm2", 2)],
 )
-def test_identical_layers_share_one_function_and_onnxruntime_equals_eager(family: str, functions: int, tmp_path: Path) -> None:
+def test_identical_layers_share_one_function_and_onnxruntime_equals_eager(family: str, functions: int, tmp_path: Path, caplog: Any) -> None:
     model = tiny.CAUSAL[family]()
+    caplog.set_level("INFO", logger="piece_by_piece_serialize")
     result = _logits_export(model, _layer_classes(model))
+    shared = [r.getMessage() for r in caplog.records if ": the program of model.layers." in r.getMessage()]
     written = result.to_onnx(tmp_path / "model.onnx")
+    progress = [r.getMessage() for r in caplog.records if r.name == "piece_by_piece_serialize.onnx_export"]
+    assert sum(m.startswith("ONNX function ") for m in progress) == functions  # one export per distinct function
+    assert f"the main graph: {len(model.model.layers)} piece call(s) of {functions} function(s)" in progress
+    if family == "llama":  # identical layers: every layer after the first takes the first one's program
+        assert len(shared) == len(model.model.layers) - 1
     calls = _functions(tmp_path / "model.onnx")
     assert len(calls) == functions and sum(calls.values()) == len(model.model.layers)
     assert sum(len(v) for v in written.functions.values()) == len(model.model.layers)

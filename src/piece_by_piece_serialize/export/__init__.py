@@ -18,6 +18,7 @@ Imports: :mod:`..custom_op`, :mod:`..serialize` and the languages below them; to
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -34,6 +35,10 @@ from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples,
 from ._job import Job
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport
+
+# Progress, for users who turn it on: logging.getLogger("piece_by_piece_serialize").setLevel(logging.INFO) and a
+# handler (logging.basicConfig(level=logging.INFO) does both); docs/export.md, "Progress".
+_log = logging.getLogger("piece_by_piece_serialize.export")
 
 __all__ = [
     "export_piece_by_piece",
@@ -103,6 +108,8 @@ def export_piece_by_piece(
         job.close()
         raise
     report = job.report(whole, "automatic" if classes is None else "classes", checks, own, time.perf_counter() - start)
+    n = len(report.behind_operators)
+    _log.info("%s exported piece by piece in %.1f s: %d piece%s behind operators", type(model).__name__, time.perf_counter() - start, n, "s" * (n != 1))
     result = PieceByPieceExport(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )

@@ -44,6 +44,8 @@ from ._reuse import reusable
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
+# Progress of a long export, for users who turn it on (logging.INFO): each attempt, each piece's own program.
+_log = logging.getLogger("piece_by_piece_serialize.export")
 
 
 def fresh_namespace() -> str:
@@ -120,6 +122,7 @@ class Job:
         watch = Watch(self.copy, self.specs)
         self.flat.on_enter = watch.enter
         shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
+        _log.info("attempt %d: torch.export with %s behind operators", len(self.attempts) + 1, _count(len(self.wrappers), "piece"))
         start = time.perf_counter()
         try:
             # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
@@ -138,11 +141,13 @@ class Job:
             program, exc, watch, seconds = self.attempt()
             if exc is None:
                 self.attempts.append(Attempt(number, seconds, None))
+                _log.info("attempt %d: exported in %.1f s", number, seconds)
                 return program
             failure = Failure.of(exc)
             blamed = watch.blame(exc)
             new = [p for p in blamed if p and not self.covered(p)]
             self.attempts.append(Attempt(number, seconds, failure, tuple(new)))
+            _log.info("attempt %d: failed in %.1f s (%s); next behind operators: %s", number, seconds, failure.kind, ", ".join(new) or "nothing more")
             if not new:
                 raise self.stuck(failure, blamed, exc) from exc
             for path in new:
@@ -158,9 +163,11 @@ class Job:
         program, exc, watch, seconds = self.attempt()
         if exc is None:
             self.attempts.append(Attempt(1, seconds, None))
+            _log.info("attempt 1: exported in %.1f s", seconds)
             return program
         failure = Failure.of(exc)
         self.attempts.append(Attempt(1, seconds, failure))
+        _log.info("attempt 1: failed in %.1f s (%s)", seconds, failure.kind)
         blamed = [p for p in watch.blame(exc) if not self.covered(p)]
         where = f"in {', '.join(p or 'the model' for p in blamed)}" if blamed else "outside any submodule"
         raise PieceByPieceExportError(
@@ -191,6 +198,8 @@ class Job:
     def check_pieces(self) -> dict[str, tuple[float, int]]:
         """Each piece through its operator against its own module, on the recorded calls: (max |diff|, calls)."""
         out: dict[str, tuple[float, int]] = {}
+        if self.wrappers:
+            _log.info("checking each piece through its operator against its module (%s)", _count(len(self.wrappers), "piece"))
         for path, wrapper in self.wrappers.items():
             original = wrapper._pbp_original
             worst, n = 0.0, 0
@@ -207,6 +216,7 @@ class Job:
 
     def check_program(self, program: Any, references: list[list[Any]]) -> float:
         """The program against eager on every example."""
+        _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
         module = program.module()
         worst = 0.0
         for example, want in zip(self.examples, references, strict=True):
@@ -221,7 +231,7 @@ class Job:
         call structure the program computes."""
         out: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
-        for path, wrapper in self.wrappers.items():
+        for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
             described, specs = _described(calls)
@@ -232,11 +242,15 @@ class Job:
                     worst = _check_alone(program, module, path, calls, described, names)
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
                         out[path] = (program, None, time.perf_counter() - start, worst, key)
+                        _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
                 out[path] = _export_alone(module, path, calls, names)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
+                failed = out[path][1]
+                _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
+                          "exported alone" if failed is None else f"no program of its own ({failed.kind})", out[path][2])  # fmt: skip
         return out
 
     def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
@@ -315,6 +329,10 @@ def _quiet(logger: str) -> Iterator[None]:
         yield
     finally:
         log.setLevel(level)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:

@@ -57,6 +57,10 @@ class OnnxExport:
     size: int  # bytes of the file
 
 
+# Progress, for users who turn it on (logging.INFO; docs/export.md, "Progress").
+_log = logging.getLogger("piece_by_piece_serialize.onnx_export")
+
+
 def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
@@ -104,6 +108,7 @@ def _write(
         cut = pruned[piece.path]
         if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
             names[cut.key] = piece.qualname.partition("::")[2]
+            _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
             functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset)
     table = {}
     for piece in pieces:
@@ -111,6 +116,7 @@ def _write(
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     _check_calls(program, {_overload(p.qualname): p for p in pieces})
+    _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
     exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
@@ -124,6 +130,7 @@ def _write(
     except onnx.checker.ValidationError as exc:
         raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
     onnx.save(model, path)
+    _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
     model_diff = max((max_diff(expected, run_model(path, inputs)) for inputs, expected in examples), default=0.0)
     piece_diffs = {}
     for piece in pieces:
