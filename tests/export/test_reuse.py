@@ -33,6 +33,9 @@ def test_identical_layers_without_a_cache_share_one_program() -> None:
     programs = _programs(result)
     assert len(programs) == 4 and all(p is programs[0] for p in programs)
     assert all(result.pieces[p].max_abs_diff == 0 for p in result.report.behind_operators)
+    page = result.report.to_markdown()  # the report says which program each piece runs
+    assert "## `model.layers.0-3 (x4)`" in page
+    assert "- own programs: the one exported from `model.layers.0` runs model.layers.0-3 (x4)" in page
     x = tiny.ids(40, batch=3)
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
@@ -49,6 +52,9 @@ def test_layers_that_index_the_cache_are_exported_one_by_one() -> None:
     )  # fmt: skip
     programs = _programs(result)
     assert len(programs) == 2 and programs[0] is not None and programs[1] is not None and programs[0] is not programs[1]
+    page = result.report.to_markdown()
+    assert ("- own programs: the one exported from `model.layers.0` runs model.layers.0; "
+            "the one exported from `model.layers.1` runs model.layers.1") in page  # fmt: skip
     result.close()
 
 

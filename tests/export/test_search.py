@@ -255,3 +255,29 @@ def test_progress_is_logged_at_info_for_those_who_turn_it_on(caplog: Any) -> Non
     assert lines[2] == "attempt 2: torch.export with 1 piece behind operators"
     assert lines[3].startswith("attempt 2: exported in ")
     assert lines[-1].startswith("Deep exported piece by piece in ") and lines[-1].endswith(": 1 piece behind operators")
+
+
+def _table_cells(line: str) -> int:
+    return line.replace("\\|", "").count("|") - 1
+
+
+def test_the_markdown_report_tells_the_story_of_each_cut_piece() -> None:
+    result = export_piece_by_piece(_deep(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    page = result.report.to_markdown()
+    result.close()
+    lines = page.splitlines()
+    assert lines[0] == "# Deep exported piece by piece"
+    for heading in ("## Attempts", "## Examples", "## Modules", "## `top.mid.leaf`"):
+        assert heading in lines
+    assert "| pieces behind operators | 1 |" in lines and "| max \\|diff\\| against eager | 0 on 2 examples |" in lines
+    attempts = lines[lines.index("## Attempts") + 2 :]
+    assert attempts[2].startswith("| 1 | failed: data-dependent guard: ") and attempts[2].endswith(" | top.mid.leaf |")
+    assert attempts[3].startswith("| 2 | exported | ")
+    leaf = next(line for line in lines if "`leaf`" in line)
+    assert "Branchy | behind an operator | 0 |" in leaf and leaf.startswith("| " + "\u00a0" * 12 + "`leaf`")
+    story = "\n".join(lines[lines.index("## `top.mid.leaf`") :])
+    assert "- class: `_toy_models.Branchy`" in story and "- cut because: data-dependent guard" in story
+    assert "GuardOnDataDependentSymNode" in story and "on 2 recorded calls" in story
+    for block in (lines[i : i + 3] for i, line in enumerate(lines) if line.startswith("| ") and lines[i - 1] == ""):
+        assert _table_cells(block[0]) == _table_cells(block[1]) == _table_cells(block[2])  # header, rule, first row
+

@@ -10,6 +10,16 @@ are the same (a class, a status, a reason) are folded into one line with a count
 name relative to the parent, the class, the status, the largest absolute difference against eager on the
 piece's recorded inputs, the time, and for a cut the kind of failure with the first line of torch's message.
 
+Note [the Markdown report]
+~~~~~~~~~~~~~~~~~~~~~~~~~~
+``to_markdown`` writes what torch.onnx's own report (``report=True``) gives for one export, for each piece: a
+summary table, the attempts with the failure each met and what it put behind operators next, the examples, the
+tree of Note [report lines] as a table (no-break spaces indent it, as Markdown drops leading spaces), then a
+section per piece behind an operator, consecutive identical siblings in one: its class and operator, why it was
+cut (the kind, the guard and where it is false, torch's message unclipped), the check against its module, and
+which program it runs (exported alone, or the one exported from an identical piece, Note [shared programs]).
+Table cells are one line with their pipes escaped; torch's messages go in fenced blocks.
+
 Imports: :mod:`._blame` (the failure record); torch only through the objects it is given.
 """
 
@@ -199,6 +209,113 @@ class ExportReport:
             },
             "tree": tree(""),
         }
+
+    def to_markdown(self) -> str:
+        """The report as a Markdown page (Note [the Markdown report]): a summary, the attempts, the examples,
+        the tree as a table, and a section per piece behind an operator (identical siblings folded) saying why
+        it was cut, what was checked, and which program it runs."""
+        return _markdown(self)
+
+
+# ---- the Markdown page --------------------------------------------------------------------------------
+
+
+def _markdown(report: ExportReport) -> str:
+    n = len(report.behind_operators)
+    lines = [f"# {report.model_class.__name__} exported piece by piece", "", "| | |", "|---|---|"]
+    summary = [
+        ("model", f"`{report.model_class.__module__}.{report.model_class.__qualname__}`"),
+        ("mode", report.mode),
+        ("time", f"{report.seconds:.1f} s"),
+        ("pieces behind operators", str(n)),
+        ("max \\|diff\\| against eager", "" if report.root.max_abs_diff is None else
+            f"{_number(report.root.max_abs_diff)} on {len(report.examples)} example{'s' * (len(report.examples) != 1)}"),
+    ]  # fmt: skip
+    if report.onnx is not None:
+        o = report.onnx
+        summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max \\|diff\\| of "
+                                f"onnxruntime {_number(o.model_diff)}, {o.seconds:.1f} s"))  # fmt: skip
+    lines += [f"| {k} | {_cell(v)} |" for k, v in summary]
+    lines += ["", "## Attempts", "", "| attempt | result | time | put behind operators next |", "|---:|---|---:|---|"]
+    for a in report.attempts:
+        result = "exported" if a.failure is None else f"failed: {a.failure.kind}: {a.failure.message}"
+        lines.append(f"| {a.number} | {_cell(result)} | {a.seconds:.1f} s | {_cell(', '.join(a.cut))} |")
+    lines += ["", "## Examples", "", *(f"- {e}" for e in report.examples), *(f"- note: {x}" for x in report.notes)]
+    lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | time |", "|---|---|---|---:|---:|"]
+    for depth, label, piece in _table_rows(report, "", 0):
+        diff = "" if piece.max_abs_diff is None else _number(piece.max_abs_diff)
+        seconds = "" if piece.seconds is None else f"{piece.seconds:.2f} s"
+        name = "\u00a0" * 4 * depth + f"`{label}`"  # no-break spaces: Markdown tables drop leading spaces
+        lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {seconds} |")
+    programs: dict[int, str] = {}  # a program -> the first piece that has it (the one it was exported from)
+    for path, p in report.pieces.items():
+        if p.program is not None:
+            programs.setdefault(id(p.program), path)
+    for group in _cut_groups(report):
+        lines += ["", *_piece_section(report, group, programs)]
+    return "\n".join(lines) + "\n"
+
+
+def _table_rows(report: ExportReport, parent: str, depth: int) -> Iterator[tuple[int, str, Piece]]:
+    if parent == "":
+        yield 0, "(model)", report.root
+    for group in _fold(report, report.children.get(parent, [])):
+        yield depth + 1, _label([_relative(parent, p) for p in group]), _merge([report.pieces[p] for p in group])
+        yield from _table_rows(report, group[0], depth + 1)
+
+
+def _cut_groups(report: ExportReport) -> list[list[str]]:
+    """The pieces behind operators, consecutive identical siblings together, in the tree's order."""
+    groups: list[list[str]] = []
+
+    def walk(parent: str) -> None:
+        for group in _fold(report, report.children.get(parent, [])):
+            if report.pieces[group[0]].status is PieceStatus.BEHIND_OPERATOR:
+                groups.append(group)
+            walk(group[0])
+
+    walk("")
+    return groups
+
+
+def _piece_section(report: ExportReport, group: list[str], programs: dict[int, str]) -> list[str]:
+    piece, first = _merge([report.pieces[p] for p in group]), report.pieces[group[0]]
+    cls = piece.module_class
+    lines = [f"## `{_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
+    if len(group) == 1:
+        lines.append(f"- operator: `{first.operator}`")
+    else:
+        lines.append(f"- operators: `{first.operator}` and {len(group) - 1} more, one per module")
+    if piece.failure is not None:
+        lines.append(f"- cut because: {piece.failure.kind}")
+        if piece.failure.detail:
+            lines.append(f"- where: {piece.failure.detail}")
+        lines += ["- torch's message:", "", "  ```text", f"  {piece.failure.message}", "  ```"]
+    if piece.max_abs_diff is not None:
+        lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
+                     f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}")  # fmt: skip
+    runs: dict[str, list[str]] = {}  # the piece whose program was exported -> the pieces of the group running it
+    for path in group:
+        program = report.pieces[path].program
+        if program is not None:
+            runs.setdefault(programs[id(program)], []).append(path)
+    if piece.own_export_failure is not None:
+        own = piece.own_export_failure
+        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); a saved artifact needs its class")
+    elif len(group) == 1 and runs:
+        (owner,) = runs
+        lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
+    elif runs:
+        said = "; ".join(f"the one exported from `{owner}` runs {_label(paths)}" for owner, paths in runs.items())
+        lines.append(f"- own programs: {said}")
+    if piece.onnx_max_abs_diff is not None:
+        lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
+    return lines
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: one line, its pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
