@@ -45,6 +45,7 @@ _LAZY = {
     "CustomOpError": "custom_op",
     "export_piece_by_piece": "export",
     "dynamic_shapes_from_examples": "export",
+    "record_calls": "export",
     "PieceByPieceExport": "export",
     "PieceByPieceExportError": "export",
     "load_piece_by_piece": "artifact",
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from .export import PieceByPieceExportError as PieceByPieceExportError
     from .export import dynamic_shapes_from_examples as dynamic_shapes_from_examples
     from .export import export_piece_by_piece as export_piece_by_piece
+    from .export import record_calls as record_calls
     from .schema import FunctionSchema as FunctionSchema
     from .schema import extract_names_from_schema as extract_names_from_schema
     from .schema import parse_schema as parse_schema

@@ -61,3 +61,50 @@ def test_a_decode_step_is_recorded_exactly_in_two_copies_of_its_cache():
     cache_bytes = _storage_bytes([cache])
     # the prefill's layers once, the grown layers once, and each layer's small hidden states and masks
     assert cache_bytes * 2 < _storage_bytes(kept) < cache_bytes * 2.5
+
+
+def test_record_calls_gives_each_layer_inputs_that_export_it_alone_with_dynamic_shapes():
+    from piece_by_piece_serialize import dynamic_shapes_from_examples, record_calls
+
+    model = tiny.llama_sized(32, 2)
+    runs = [record_calls(model, (tiny.ids(n, batch=b),), {"use_cache": False}, classes="LlamaDecoderLayer") for n, b in ((6, 2), (9, 3))]
+    assert [list(r) for r in runs] == [["model.layers.0", "model.layers.1"]] * 2
+    layer = model.model.layers[1]
+    calls = [r["model.layers.1"][0] for r in runs]
+    assert all(isinstance(c.output, torch.Tensor) and c.output.shape[1] == n for c, n in zip(calls, (6, 9), strict=True))
+    shapes = dynamic_shapes_from_examples(layer, [(c.args, c.kwargs) for c in calls])
+    program = torch.export.export(layer, calls[0].args, calls[0].kwargs, dynamic_shapes=shapes, strict=False)
+    third = record_calls(model, (tiny.ids(13, batch=4),), {"use_cache": False}, paths="model.layers.1")["model.layers.1"][0]
+    with torch.no_grad():
+        torch.testing.assert_close(program.module()(*third.args, **third.kwargs), third.output, rtol=0, atol=1e-6)
+        torch.testing.assert_close(layer(*third.args, **third.kwargs), third.output, rtol=0, atol=0)
+
+
+def test_record_calls_leaves_a_cache_as_it_was_and_records_it_as_each_layer_received_it():
+    from piece_by_piece_serialize import record_calls
+
+    model = tiny.llama_sized(32, 3)
+    _, cache = tiny.prefill(model, 5)
+    keys = [layer.keys.clone() for layer in cache.layers]
+    calls = record_calls(model, (tiny.ids(1, seed=4),), {"cache": cache}, paths=["model.layers.0", "model.layers.2"])
+    assert [layer.keys.shape[-2] for layer in cache.layers] == [5, 5, 5]  # the caller's cache did not grow
+    assert all(torch.equal(a.keys, b) for a, b in zip(cache.layers, keys, strict=True))
+    (seen,) = [v for v in calls["model.layers.2"][0].kwargs.values() if isinstance(v, transformers.DynamicCache)]
+    assert [layer.keys.shape[-2] for layer in seen.layers] == [6, 6, 5]  # layers 0 and 1 ran before layer 2
+
+
+def test_record_calls_refuses_what_names_no_submodule():
+    from piece_by_piece_serialize import record_calls
+
+    model = tiny.llama_sized(32, 1)
+    x = tiny.ids(4)
+    with pytest.raises(ValueError, match="not both, not neither"):
+        record_calls(model, (x,))
+    with pytest.raises(ValueError, match="not both, not neither"):
+        record_calls(model, (x,), classes="LlamaDecoderLayer", paths="model.layers.0")
+    with pytest.raises(ValueError, match=r"'model\.layers\.7' names no submodule of the LlamaForCausalLM"):
+        record_calls(model, (x,), paths="model.layers.7")
+    with pytest.raises(ValueError, match="record_calls"):
+        record_calls(model, (x,), classes="MistralDecoderLayer")
+    with pytest.raises(TypeError, match="args must be a tuple"):
+        record_calls(model, x, paths="model.layers.0")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from .._optional import import_torch
@@ -33,6 +34,7 @@ from ._blame import FAILURE_KINDS, Failure
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
 from ._job import Job
+from ._record import module_paths, run_recording
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport
 
@@ -43,6 +45,8 @@ _log = logging.getLogger("piece_by_piece_serialize.export")
 __all__ = [
     "export_piece_by_piece",
     "dynamic_shapes_from_examples",
+    "record_calls",
+    "RecordedCall",
     "PieceByPieceExport",
     "Piece",
     "PieceStatus",
@@ -159,3 +163,61 @@ def _eager(model: torch.nn.Module, example: Example) -> list[Any]:
     caches = [given[i] for i in example.call.caches]
     return flat_outputs("the model", output, caches)[1]
 
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One call of a submodule, recorded by :func:`record_calls`: copies of the positional and keyword arguments
+    it received (keywords as the caller gave them) and of what it returned."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output: Any
+
+
+def record_calls(
+    model: torch.nn.Module, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *,
+    classes: Any = None, paths: Any = None,
+) -> dict[str, list[RecordedCall]]:  # fmt: skip
+    """Run ``model`` once on an example call and record every call of some of its submodules: the example
+    inputs of each, with their keyword names, to export it or test it on its own.
+
+    The submodules are those of ``classes`` (a class, a class name or a tuple of them, as in
+    :func:`export_piece_by_piece`) or at ``paths`` (dotted paths relative to ``model``, one or a sequence):
+    give exactly one. The run takes the path torch.export's tracing takes (Note [the tracing path]: an all-ones
+    attention mask transformers drops in eager mode is built, as under export), without grad; ``model``, its
+    arguments and any cache among them are left as they were, and each recorded value is a copy of its own.
+
+    Returns a dict from each chosen path to its calls, in call order (empty for a module not called).
+    Raises ``TypeError`` for a ``model`` that is no module or ``args`` that are no tuple, ``ValueError`` for
+    classes that name nothing in the model (the message lists its classes), a path that names no submodule,
+    and both or neither of ``classes`` and ``paths``.
+
+    Example::
+
+        calls = record_calls(model, (input_ids,), classes="LlamaDecoderLayer")
+        first = calls["model.layers.0"][0]
+        program = torch.export.export(model.model.layers[0], first.args, first.kwargs)
+    """
+    from ..custom_op import submodules_of
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"record_calls: expected a torch.nn.Module, got {type(model).__qualname__}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"record_calls: args must be a tuple, not a {type(args).__qualname__}")
+    if (classes is None) == (paths is None):
+        raise ValueError("record_calls: give the submodules to record by classes= or by paths=, not both, not neither")
+    if classes is not None:
+        watched = dict(submodules_of(model, classes, "record_calls"))
+    else:
+        watched = {}
+        for path in [paths] if isinstance(paths, str) else list(paths):
+            try:
+                watched[path] = model.get_submodule(path)
+            except AttributeError:
+                raise ValueError(f"record_calls: {path!r} names no submodule of the {type(model).__qualname__}") from None
+    recording = run_recording(lambda a, k: model(*a, **k), (args, dict(kwargs or {})), module_paths(model), watched)
+    return {
+        path: [RecordedCall(tuple(c.args), dict(c.kwargs), c.output) for c in recording.calls.get(path, [])]
+        for path in watched
+    }
