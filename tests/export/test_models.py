@@ -3,7 +3,8 @@
 Equality is the test: the runnable module of each export against the untouched model at sizes the example did
 not have (other batches and lengths, a decode step on pasts of other lengths), logits and cache state alike.
 Llama, T5 and Whisper export whole; ``classes=`` puts the layers of Mistral and the blocks of T5 and Whisper behind
-operators; a decode step takes a ``DynamicCache`` and gives it back grown. Qwen3-Next, which does not export whole
+operators; a decode step takes a ``DynamicCache`` and gives it back grown, or a ``StaticCache`` and writes it in
+place (the program, and the artifact loaded from it). Qwen3-Next, which does not export whole
 and is cut automatically, is the example of docs/export.md, run by test_export_docs.py.
 """
 
@@ -150,3 +151,41 @@ def test_dynamic_shapes_from_examples_covers_every_tensor_of_a_cache() -> None:
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x, cache=ours).logits, reference(x, cache=theirs).logits, rtol=0, atol=1e-5)
     assert_same_state(theirs, ours)
+
+
+def _static_cache(model: Any, batch: int, past: int) -> Any:
+    """A StaticCache of 32 positions holding a prefill of ``past`` tokens: written in place, never grown."""
+    cache = transformers.StaticCache(config=model.config, max_cache_len=32)
+    with torch.no_grad():
+        model(tiny.ids(past, batch), cache=cache, use_cache=True)
+    return cache
+
+
+@pytest.mark.parametrize("classes", [None, "LlamaDecoderLayer"])
+def test_a_decode_step_writes_a_static_cache_in_place_and_the_artifact_too(classes: Any, tmp_path: Any) -> None:
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    model = tiny.llama()
+    position = torch.tensor([5])
+    examples = [((tiny.ids(1, b, seed=3),), {"cache": _static_cache(model, b, 5), "cache_position": position}) for b in (2, 3)]
+    shapes = dynamic_shapes_from_examples(model, examples)
+    result = export_piece_by_piece(model, *examples[0], dynamic_shapes=shapes, classes=classes)
+    assert len(result.report.behind_operators) == (0 if classes is None else 2)
+    result.save(tmp_path / "static.pt2")
+    _assert_static_steps(model, result.module())
+    result.close()  # its operators go: the artifact registers its own
+    loaded = load_piece_by_piece(tmp_path / "static.pt2")
+    _assert_static_steps(model, loaded)
+    loaded.close()
+
+
+def _assert_static_steps(model: Any, runnable: Any) -> None:
+    for batch, past in ((1, 7), (3, 4)):
+        ours, theirs = _static_cache(model, batch, past), _static_cache(model, batch, past)
+        x, at = tiny.ids(1, batch, seed=9), torch.tensor([past])
+        with torch.no_grad():
+            got = runnable(x, cache=ours, cache_position=at)
+            want = model(x, cache=theirs, cache_position=at)
+        torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=1e-5)
+        assert_same_state(theirs, ours)  # position ``past`` written in every layer, in place
+        assert all(layer.keys[:, :, past].abs().sum() > 0 for layer in ours.layers)

@@ -108,3 +108,20 @@ def test_record_calls_refuses_what_names_no_submodule():
         record_calls(model, (x,), classes="MistralDecoderLayer")
     with pytest.raises(TypeError, match="args must be a tuple"):
         record_calls(model, x, paths="model.layers.0")
+
+
+def test_a_static_cache_changed_in_place_is_recorded_as_each_layer_received_it():
+    from piece_by_piece_serialize import record_calls
+
+    model = tiny.llama_sized(32, 3)
+    cache = transformers.StaticCache(config=model.config, max_cache_len=16)
+    with torch.no_grad():
+        model(tiny.ids(5), cache=cache, use_cache=True)
+    calls = record_calls(model, (tiny.ids(1, seed=4),), {"cache": cache, "cache_position": torch.tensor([5])},
+                         classes="LlamaDecoderLayer")  # fmt: skip
+    written = []  # per call, which layers hold the new token at position 5 when the layer receives the cache
+    for i in range(3):
+        (seen,) = [v for v in calls[f"model.layers.{i}"][0].kwargs.values() if isinstance(v, transformers.StaticCache)]
+        written.append([bool(layer.keys[:, :, 5].abs().sum() > 0) for layer in seen.layers])
+    assert written == [[False, False, False], [True, False, False], [True, True, False]]
+    assert all(layer.keys[:, :, 5].abs().sum() == 0 for layer in cache.layers)  # the caller's cache as it was
