@@ -17,11 +17,11 @@ import pytest
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
-pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
 import _toy_models as toy  # noqa: E402
-from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize import dynamic_shapes_from_examples, export_piece_by_piece  # noqa: E402
 from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
 from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
 
@@ -151,3 +151,26 @@ def test_a_piece_without_its_own_program_is_refused_by_name(tmp_path: Path) -> N
     with pytest.raises(OnnxExportError, match=r"pieces without a program of their own cannot be ONNX functions: top\.mid\.leaf \(data-dependent guard: "):
         result.to_onnx(tmp_path / "deep.onnx")
     assert not (tmp_path / "deep.onnx").exists()
+
+
+def test_a_decode_step_writing_a_static_cache_in_place(tmp_path: Path) -> None:
+    model = tiny.llama()
+
+    def static(batch: int, past: int) -> Any:
+        cache = transformers.StaticCache(config=model.config, max_cache_len=32)
+        with torch.no_grad():
+            model(tiny.ids(past, batch), cache=cache, use_cache=True)
+        return cache
+
+    examples = [((tiny.ids(1, b, seed=3),), {"cache": static(b, 5), "cache_position": torch.tensor([5])}) for b in (2, 3)]
+    shapes = dynamic_shapes_from_examples(model, examples)
+    result = export_piece_by_piece(model, *examples[0], dynamic_shapes=shapes, classes=_layer_classes(model))
+    written = result.to_onnx(tmp_path / "static.onnx")
+    # each layer writes its own slot of the cache, yet computes the same function of what it is given
+    assert _functions(tmp_path / "static.onnx") == {"model__layers__0": 2} and written.model_diff <= 1e-5
+    for batch, past in ((1, 7), (4, 12)):
+        kwargs = {"cache": static(batch, past), "cache_position": torch.tensor([past])}
+        x = tiny.ids(1, batch, seed=9)
+        got, want = _run(tmp_path / "static.onnx", (x,), kwargs), _eager(model, (x,), kwargs)
+        _assert_equal(got, want)
+        assert any(w[:, :, past].abs().sum() > 0 for w in want[1:] if w.dim() == 4)  # the step wrote the cache
