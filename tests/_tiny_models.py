@@ -210,3 +210,24 @@ def gemma3n() -> Any:
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     return Gemma3nForCausalLM(cfg).eval()
+
+
+class Logits(torch.nn.Module):
+    """What the custom-operator tests export: input ids to logits, no cache."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Any) -> Any:
+        return self.model(input_ids, use_cache=False).logits
+
+
+def assert_same_generation(model: Any, reference: Any) -> None:
+    """Greedy ``generate`` of 6 tokens after a 5-token prompt of batch 2: the same tokens from both models."""
+    x = ids(5, 2)
+    mask = torch.ones_like(x)
+    with torch.no_grad():
+        want = reference.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+        got = model.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert want.shape == (2, 11) and torch.equal(got, want)

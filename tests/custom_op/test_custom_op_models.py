@@ -83,21 +83,10 @@ def test_encoder_decoder_blocks_with_their_cache(family: str) -> None:
     restore_modules(model)
 
 
-class _Logits(torch.nn.Module):
-    """What is exported: input ids to logits, no cache."""
-
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: Any) -> Any:
-        return self.model(input_ids, use_cache=False).logits
-
-
 def _export(model: Any) -> Any:
     batch = torch.export.Dim("batch", min=1, max=64)
     seq = torch.export.Dim("seq", min=2, max=128)
-    return torch.export.export(_Logits(model), (tiny.ids(6, 2),), dynamic_shapes=({0: batch, 1: seq},), strict=False)
+    return torch.export.export(tiny.Logits(model), (tiny.ids(6, 2),), dynamic_shapes=({0: batch, 1: seq},), strict=False)
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "gemma3", "qwen3_next", "lfm2"])

@@ -8,7 +8,6 @@ other shapes."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 
@@ -53,21 +52,7 @@ def test_eager_prefill_and_decode_equal_the_model(models) -> None:
 
 def test_generate_gives_the_same_tokens(models) -> None:
     model, reference, _ = models
-    x = tiny.ids(5, 2)
-    mask = torch.ones_like(x)
-    with torch.no_grad():
-        want = reference.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
-        got = model.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
-    assert want.shape == (2, 11) and torch.equal(got, want)
-
-
-class _Logits(torch.nn.Module):
-    def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: Any) -> Any:
-        return self.model(input_ids, use_cache=False).logits
+    tiny.assert_same_generation(model, reference)
 
 
 def test_export_with_dynamic_batch_and_sequence(models) -> None:
@@ -76,10 +61,10 @@ def test_export_with_dynamic_batch_and_sequence(models) -> None:
         for batch, n in ((2, 5), (3, 9)):
             model(tiny.ids(n, batch), use_cache=False)
     dims = {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("seq", min=2, max=128)}
-    program = torch.export.export(_Logits(model), (tiny.ids(6, 2),), dynamic_shapes=(dims,), strict=False)
+    program = torch.export.export(tiny.Logits(model), (tiny.ids(6, 2),), dynamic_shapes=(dims,), strict=False)
     calls = [n for n in program.graph.nodes if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace.startswith("pbp_gemma3n_")]
     assert len(calls) == 4
     for batch, n in ((1, 3), (4, 11)):
         x = tiny.ids(n, batch, seed=5)
         with torch.no_grad():
-            torch.testing.assert_close(program.module()(x), _Logits(reference)(x), rtol=0, atol=1e-5)
+            torch.testing.assert_close(program.module()(x), tiny.Logits(reference)(x), rtol=0, atol=1e-5)

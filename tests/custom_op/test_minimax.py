@@ -49,12 +49,7 @@ def test_eager_prefill_decode_and_cache_state(models) -> None:
 
 def test_generate_gives_the_same_tokens(models) -> None:
     model, reference, _ = models
-    x = tiny.ids(5, 2)
-    mask = torch.ones_like(x)
-    with torch.no_grad():
-        want = reference.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
-        got = model.generate(x, attention_mask=mask, max_new_tokens=6, do_sample=False, pad_token_id=0)
-    assert want.shape == (2, 11) and torch.equal(got, want)
+    tiny.assert_same_generation(model, reference)
 
 
 class _LogitsAndState(torch.nn.Module):
