@@ -62,8 +62,8 @@ def matcher(info: AnyCacheInfo, cls: type, what: str) -> tuple[Matcher, bool]:
     return _described(adapter, cls, info, what), False
 
 
-def _described(adapter: Any, cls: type, info: AnyCacheInfo, what: str) -> Matcher:
-    """Any supported cache: its adapter's describe, compared whole."""
+def _described(adapter: Any, cls: type, info: AnyCacheInfo | LayerInfo, what: str) -> Matcher:
+    """A supported cache, or one layer of one, of exactly class ``cls``: its adapter's describe, compared whole."""
 
     def match(cache: Any, out: list[Any]) -> bool:
         if type(cache) is not cls or adapter.describe(cache, what) != info:
@@ -147,15 +147,7 @@ def _layer(index: int, info: LayerInfo, what: str) -> _LayerMatcher:
         return _never
     if type(adapter) is A.DynamicAdapter and not adapter.extra and info == LayerInfo(adapter.code, True):
         return _dynamic(layer_cls, _caches._Tensor)  # type: ignore[arg-type]  # a class, adapter.cls
-    where = f"{what}: {adapter.where(index)}"
-
-    def general(layer: Any, out: list[Any]) -> bool:
-        if type(layer) is not layer_cls or adapter.describe(layer, where) != info:
-            return False
-        adapter.flatten(layer, info, out)
-        return True
-
-    return general
+    return _described(adapter, layer_cls, info, f"{what}: {adapter.where(index)}")  # type: ignore[arg-type]  # a class, adapter.cls
 
 
 def _never(layer: Any, out: list[Any]) -> bool:
