@@ -159,8 +159,11 @@ def test_treespec_name_encode_and_decode_are_linear_in_nodes() -> None:
     pytree = pytest.importorskip("torch.utils._pytree")
     from piece_by_piece_serialize import treespec_name
 
-    treespec_name.tree_spec_from_name("___v1_X")  # build the parser outside the counts
     limits = treespec_name.DEFAULT_LIMITS
+    # build the parsers outside the counts: the one ``_decode`` uses for canonical names too, which another test
+    # module may have been the first to build (or not: the counts must not depend on which tests ran before)
+    warm_flat, warm_spec = pytree.tree_flatten(_items_tree(1))
+    treespec_name._decode(treespec_name.tree_spec_as_name(warm_spec, len(warm_flat)), limits)
     enc, dec, nodes = [], [], []
     for m in (500, 1000, 1500, 2000):  # up to 10,001 nodes
         flat, spec = pytree.tree_flatten(_items_tree(m))
