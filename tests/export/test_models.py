@@ -189,3 +189,16 @@ def _assert_static_steps(model: Any, runnable: Any) -> None:
         torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=1e-5)
         assert_same_state(theirs, ours)  # position ``past`` written in every layer, in place
         assert all(layer.keys[:, :, past].abs().sum() > 0 for layer in ours.layers)
+
+
+def test_gemma3n_layers_sharing_keys_and_values_each_with_its_own_program() -> None:
+    # the layers' shared dict is written back like a cache: recorded after each call and compared with the programs
+    model = tiny.gemma3n()
+    result = _logits_export(model, classes="Gemma3nTextDecoderLayer")
+    cut = result.report.behind_operators
+    assert cut == [f"model.layers.{i}" for i in range(4)]
+    for path in cut:
+        piece = result.pieces[path]
+        assert piece.program is not None and piece.max_abs_diff == 0 and piece.checked_calls == 2
+    _assert_logits_equal(result, model, [(1, 3), (3, 11), (2, 40)])
+    result.close()

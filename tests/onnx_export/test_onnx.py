@@ -174,3 +174,17 @@ def test_a_decode_step_writing_a_static_cache_in_place(tmp_path: Path) -> None:
         got, want = _run(tmp_path / "static.onnx", (x,), kwargs), _eager(model, (x,), kwargs)
         _assert_equal(got, want)
         assert any(w[:, :, past].abs().sum() > 0 for w in want[1:] if w.dim() == 4)  # the step wrote the cache
+
+
+def test_gemma3n_layers_that_store_and_that_read_shared_keys_are_two_functions(tmp_path: Path) -> None:
+    model = tiny.gemma3n()
+    result = _logits_export(model, "Gemma3nTextDecoderLayer")
+    written = result.to_onnx(tmp_path / "gemma3n.onnx")
+    # layers 0 and 1 compute and store their keys and values; layers 2 and 3 read them from the shared dict
+    assert written.functions == {"model__layers__0": ["model.layers.0", "model.layers.1"], "model__layers__2": ["model.layers.2", "model.layers.3"]}
+    assert _functions(tmp_path / "gemma3n.onnx") == {"model__layers__0": 2, "model__layers__2": 2}
+    assert written.model_diff <= 1e-5 and all(d <= 1e-5 for d in written.piece_diffs.values())
+    for batch, n in ((1, 3), (3, 11)):
+        x = tiny.ids(n, batch, seed=5)
+        kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
+        _assert_equal(_run(tmp_path / "gemma3n.onnx", (x,), kwargs), _eager(model, (x,), kwargs))

@@ -38,7 +38,7 @@ from ._blame import Failure, Watch, chain
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, varying_dims
 from ._flat import FlatCall
-from ._record import Recorded, Recording, module_paths, run_recording, tracing_path
+from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
 
@@ -208,7 +208,7 @@ class Job:
                     args, kwargs = make_copy((recorded.args, recorded.kwargs))
                     with tracing_path():
                         output = original(*args, **kwargs)
-                    want = flat_outputs(path, output, _caches_of(args, kwargs))[1]
+                    want = flat_outputs(path, output, written_back(args, kwargs))[1]
                     worst = max(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
                     n += 1
             out[path] = (worst, n)
@@ -346,12 +346,6 @@ def _excerpt(exc: BaseException, lines: int = 20) -> str:
     text = str(chain(exc)[-1]).strip().splitlines()
     kept = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
     return "\n".join(f"  {line}" for line in kept)
-
-
-def _caches_of(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
-    from ..serialize import _caches
-
-    return [v for v in (*args, *kwargs.values()) if _caches.is_cache(v)]
 
 
 def _copy_with(model: torch.nn.Module, wrappers: dict[str, Any]) -> torch.nn.Module:

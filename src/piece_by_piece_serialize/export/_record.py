@@ -57,7 +57,7 @@ class Recorded:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     output: Any = None
-    caches_after: list[Any] = field(default_factory=list)
+    caches_after: list[Any] = field(default_factory=list)  # the written-back arguments after the call
 
 
 @dataclass
@@ -67,6 +67,12 @@ class Recording:
     calls: dict[str, list[Recorded]] = field(default_factory=dict)
     called: list[str] = field(default_factory=list)  # every module path called, in the order of first call
     output: Any = None
+
+
+def written_back(args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments of a call that an operator writes back after it, in order: its caches and shared dicts,
+    the arguments :class:`..custom_op._calls.Call` lists in ``caches`` (``_caches.is_written_back``)."""
+    return [v for v in (*args, *kwargs.values()) if _caches.is_written_back(v)]
 
 
 def module_paths(model: Any) -> dict[int, str]:
@@ -104,7 +110,7 @@ def run_recording(fn: Any, args: Sequence[Any], paths: dict[int, str], watched: 
         def hook(module: Any, a: tuple[Any, ...], k: dict[str, Any], output: Any) -> None:
             done = pending[path].pop()
             done.output = copies.copy(output)
-            done.caches_after = [copies.copy(v) for v in (*a, *k.values()) if _caches.is_cache(v)]
+            done.caches_after = [copies.copy(v) for v in written_back(a, k)]
             recording.calls.setdefault(path, []).append(done)
 
         return hook
