@@ -74,14 +74,17 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
 
     programs: dict[str, Any] = {"model": _without_examples(program)}
     by_digest: dict[str, str] = {}
+    by_object: dict[int, str] = {}  # identical pieces share one program object (Note [shared programs]): serialized once
     operators = []
     for piece in pieces:
         calls = tuple(record_of(c, piece.qualname) for c in piece.calls.values() if c.out_kinds is not None)
         name = None
         if piece.program is not None and piece.program_key in {c.key for c in calls}:
-            digest = hashlib.sha256(_program_bytes(piece.program)).hexdigest()
-            name = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
-            programs.setdefault(name, _without_examples(piece.program))
+            name = by_object.get(id(piece.program))
+            if name is None:
+                digest = hashlib.sha256(_program_bytes(piece.program)).hexdigest()
+                name = by_object[id(piece.program)] = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
+                programs.setdefault(name, _without_examples(piece.program))
         state = None if name is not None else capture(piece.module)
         key = piece.program_key if name is not None else None
         operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))
