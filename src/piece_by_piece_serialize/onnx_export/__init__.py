@@ -101,7 +101,11 @@ def _write(
     if missing:
         listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
         raise OnnxExportError(f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}")
-    pruned = {p.path: prune(p.program) for p in pieces}
+    by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
+    for p in pieces:
+        if id(p.program) not in by_object:
+            by_object[id(p.program)] = prune(p.program)
+    pruned = {p.path: by_object[id(p.program)] for p in pieces}
     functions: dict[str, Function] = {}
     names: dict[str, str] = {}  # key -> function name
     for piece in pieces:
