@@ -95,7 +95,7 @@ def _write(
     import onnx
     import torch
 
-    from ._verify import max_diff, run_function, run_model
+    from ._verify import max_diff, runner
 
     missing = [p for p in pieces if p.program is None]
     if missing:
@@ -135,13 +135,17 @@ def _write(
         raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
     onnx.save(model, path)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
-    model_diff = max((max_diff(expected, run_model(path, inputs)) for inputs, expected in examples), default=0.0)
+    run = runner(path)
+    model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
     piece_diffs = {}
+    runs: dict[str, Any] = {}  # one onnxruntime session per function, for all its pieces' calls
     for piece in pieces:
-        cut, fn = pruned[piece.path], functions[names[pruned[piece.path].key]]
+        cut, name = pruned[piece.path], names[pruned[piece.path].key]
+        fn = functions[name]
+        run = runs[name] if name in runs else runs.setdefault(name, runner(fn.model))
         computed = {k: j for j, (is_computed, k) in enumerate(cut.outputs) if is_computed}  # function output -> operator output
         piece_diffs[piece.path] = max(
-            (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run_function(fn.model, [inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
+            (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
             default=0.0,
         )
     by_function: dict[str, list[str]] = {}

@@ -6,7 +6,7 @@ Imports: onnxruntime and numpy, torch; nothing of the library.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -26,14 +26,11 @@ def _run(session: Any, inputs: Sequence[Any]) -> list[Any]:
     return [torch.from_numpy(x) for x in session.run(None, feeds)]
 
 
-def run_model(path: str, inputs: Sequence[Any]) -> list[Any]:
-    """The ONNX model at ``path`` run by onnxruntime on ``inputs`` (its flat tensors, in order)."""
-    return _run(_session(path), inputs)
-
-
-def run_function(model: Any, inputs: Sequence[Any]) -> list[Any]:
-    """A function's own model (the pruned piece exported alone) run by onnxruntime on ``inputs``."""
-    return _run(_session(model), inputs)
+def runner(model: Any) -> Callable[[Sequence[Any]], list[Any]]:
+    """The ONNX model (a path, or a function's own model: the pruned piece exported alone) as a function of its
+    flat input tensors, run by onnxruntime; one session for every call."""
+    session = _session(model)
+    return lambda inputs: _run(session, inputs)
 
 
 def max_diff(expected: Sequence[Any], got: Sequence[Any]) -> float:
