@@ -231,6 +231,7 @@ class Job:
         call structure the program computes."""
         out: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
+        runnables: dict[int, Any] = {}  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
@@ -239,13 +240,13 @@ class Job:
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, key = out[donor]
-                    worst = _check_alone(program, module, path, calls, described, names)
+                    worst = _check_alone(program, module, path, calls, described, names, runnables)
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
                         out[path] = (program, None, time.perf_counter() - start, worst, key)
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
-                out[path] = _export_alone(module, path, calls, names)
+                out[path] = _export_alone(module, path, calls, names, runnables)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                 failed = out[path][1]
@@ -402,7 +403,7 @@ def _described(calls: list[Recorded]) -> tuple[list[Example], list[Any]]:
     return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
 
 
-def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...]) -> tuple[Any, Failure | None, float, float | None, str | None]:
+def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any]) -> tuple[Any, Failure | None, float, float | None, str | None]:
     """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
     dimensions those that differ between its recorded calls; with the key of the call structure it computes."""
     start = time.perf_counter()
@@ -418,15 +419,19 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
-    return program, None, seconds, _check_alone(program, module, path, calls, described, names), described[0].key
+    return program, None, seconds, _check_alone(program, module, path, calls, described, names, runnables), described[0].key
 
 
-def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...]) -> float:
+def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
+                 runnables: dict[int, Any]) -> float:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
-    program's structure, and the eager outputs recorded for them."""
+    program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
+    module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
     own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     weights = [own[n] for n in names]
-    runnable = program.module()
+    runnable = runnables.get(id(program))
+    if runnable is None:
+        runnable = runnables[id(program)] = program.module()
     worst = 0.0
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
