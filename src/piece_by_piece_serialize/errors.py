@@ -1,8 +1,8 @@
 """The public error family: :class:`SchemaError` for operator schemas, :class:`TreeSpecNameError` for the three
-languages of the serialized form (TreeSpec names, type-info strings, structure descriptions); both ``ValueError``
-subclasses of :class:`PbpSyntaxError`.
+languages of the serialized form (TreeSpec names, type-info strings, structure descriptions), :class:`SymExprError`
+for the symbolic expressions of an exported program; all ``ValueError`` subclasses of :class:`PbpSyntaxError`.
 
-Every malformed input to any of the four languages raises exactly one of these, never a lark exception,
+Every malformed input to any of the five languages raises exactly one of these, never a lark exception,
 ``IndexError`` or ``RecursionError``. An error carries the text it was raised on, a 0-based offset into
 it, the 1-based line and column derived from that offset, and the tokens that would have been
 accepted there. ``str(error)`` shows the message, the source line and a caret under the offending
@@ -14,7 +14,7 @@ Imports: nothing at import time; :mod:`._diagnostics` for the caret, when an err
 
 from __future__ import annotations
 
-__all__ = ["PbpSyntaxError", "SchemaError", "TreeSpecNameError"]
+__all__ = ["PbpSyntaxError", "SchemaError", "SymExprError", "TreeSpecNameError"]
 
 class PbpSyntaxError(ValueError):
     """Base class of the per-language errors: a message positioned in a source text."""
@@ -70,4 +70,14 @@ class TreeSpecNameError(PbpSyntaxError):
     Raised by :func:`piece_by_piece_serialize.tree_spec_from_name`, the type-info parser and
     :func:`piece_by_piece_serialize.deserialize_args` on malformed or hostile input, and by the
     encoder when an object has no encoding (the message names its type and how to register it).
+    """
+
+
+class SymExprError(PbpSyntaxError):
+    """A symbolic expression of an exported program (sympy's ``srepr`` text, as torch writes it) could not be
+    read: outside the language, past one of its limits, or refused by sympy or torch when built.
+
+    Raised by :func:`piece_by_piece_serialize.sym_expr.parse_sym_expr` and
+    :func:`piece_by_piece_serialize.sym_expr.sym_expr_to_sympy`; the artifact loader reports it as an
+    ``ArtifactError`` naming the file and the member.
     """

@@ -8,6 +8,7 @@ Each hostile payload, if run, would create a marker file; the test checks the er
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -147,7 +148,7 @@ def test_code_in_a_program_is_refused_and_never_runs(good: Path, tmp_path: Path)
         spec["parameter"]["parameter_name"] = 'x"); ' + code + " #"
 
     cases = [
-        (expression, "which is not a plain sympy expression"),
+        (expression, "has an expression that is refused: expected"),
         (guard, "which is not a comparison of sizes"),
         (target, "calls 'builtins.eval', which is not a torch operator"),
         (weight_name, "which is not a dotted name"),
@@ -157,3 +158,54 @@ def test_code_in_a_program_is_refused_and_never_runs(good: Path, tmp_path: Path)
         with pytest.raises(ArtifactError, match=message):
             load_piece_by_piece(path)
         assert not marker.exists(), change.__name__
+
+
+# Each would keep sympy busy for hours, or fill the memory, if the text reached sympify (the factorial of 10**8;
+# a number of 300 million bits; a shift by 10**18), or raise from inside torch (a division by zero).
+_HOSTILE_EXPRESSIONS = [
+    ("factorial(Integer(100000000))", "unknown function 'factorial'"),
+    ("Pow(Integer(10), Integer(100000000))", "Pow may compute a number of more than MAX_NUMBER_BITS=4096 bits"),
+    ("Mul(Symbol('s0', integer=True), Pow(Integer(7), Add(Integer(99999999999), Integer(1))))", "Pow may compute"),
+    ("LShift(Integer(1), Integer(1000000000000000000))", "LShift may compute"),
+    ("PowByNatural(Integer(3), Integer(99999999999999999999))", "PowByNatural may compute"),
+    ("Integer(" + "9" * 5000 + ")", "an integer has at most MAX_INTEGER_DIGITS=20 digits"),
+    ("FloorDiv(Symbol('s0', integer=True), Integer(0))", "ZeroDivisionError while building"),
+    ("Symbol('s0', integer=True).__class__", "expected end of input, got '.'"),
+]
+
+
+_IDS = ["factorial", "huge_pow", "pow_of_a_sum", "huge_shift", "huge_pow_by_natural", "long_integer", "zero_division", "attribute"]
+
+
+@pytest.mark.parametrize(("text", "message"), _HOSTILE_EXPRESSIONS, ids=_IDS)
+def test_an_expression_sympy_would_evaluate_for_hours_is_refused_at_once(good: Path, tmp_path: Path, text: str, message: str) -> None:
+    import time
+
+    def expression(program: Any) -> None:
+        values = program["graph_module"]["graph"]["tensor_values"]
+        first = next(v for v in values.values() if any("as_expr" in s for s in v["sizes"]))
+        next(s for s in first["sizes"] if "as_expr" in s)["as_expr"]["expr_str"] = text
+
+    path = _rewrite(good, tmp_path / "hostile.pt2", "models/model.json", _json(expression))
+    start = time.perf_counter()
+    with pytest.raises(ArtifactError, match=f"has an expression that is refused: {re.escape(message)}"):
+        load_piece_by_piece(path)
+    assert time.perf_counter() - start < 10  # today's loader ran for hours on the first three
+
+
+def test_a_program_loads_with_its_expressions_built_by_our_reader_and_none_given_to_sympify(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the legitimate archive, loaded with sympy's parser of text disabled: every expression reaches torch as an object
+    import sympy.parsing.sympy_parser as parser
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"sympy parsed text: {args[0]!r}")
+
+    monkeypatch.setattr(parser, "parse_expr", refuse)
+    loaded = load_piece_by_piece(good)
+    x = torch.randn(5, 4)
+    try:
+        program = loaded.program
+        assert loaded(x).shape == (5, 2)
+    finally:
+        loaded.close()
+    assert program is not None

@@ -34,6 +34,7 @@ GRAMMARS: dict[str, dict[str, Any]] = {
     "treespec_name": {"lexer": "contextual", "always_accept": ()},
     "type_info": {"lexer": "contextual", "always_accept": ()},
     "structure": {"lexer": "contextual", "always_accept": ()},
+    "sym_expr": {"lexer": "contextual", "always_accept": ()},
 }
 
 _TABLES_DIR = Path(__file__).resolve().parent / "_generated"

@@ -12,14 +12,15 @@ what was checked first:
   marked as pickled, any custom or opaque object, any legacy ``.pt`` payload is refused; sample inputs are
   not read at all;
 * in each program, every node's target is a ``torch.ops`` operator or a function of ``_operator``, ``math`` or
-  ``torch.sym_*``; every symbolic expression is, by Python's own parser, only calls of sympy classes and the
-  torch sympy functions on literals; every guard only compares sizes, strides and numbers of inputs named by
+  ``torch.sym_*``; every symbolic expression is read by our own grammar (:mod:`..sym_expr`) and built into its
+  sympy object by our own code, and torch is handed that object in place of the text (Note [expressions as
+  objects]); every guard only compares sizes, strides and numbers of inputs named by
   identifiers; every name of a weight, buffer or constant is a dotted identifier.
 
 Anything else raises :class:`ArtifactError` naming the archive and the member; a member that torch's
 deserializer still refuses is reported the same way.
 
-Imports: :mod:`._errors`, :mod:`._manifest`; torch and sympy on use.
+Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`..sym_expr`; torch and sympy on use.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import SymExprError
+from ..sym_expr import read_sym_expr
 from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, Manifest, read_manifest
 
 # The largest program description read (bytes); weights are bounded by their own metadata.
 MAX_PROGRAM_BYTES = 1 << 30
-# keyword arguments torch's sympy expressions carry (assumptions of a Symbol, the precision of a Float)
-_SYMPY_KEYWORDS = {"positive", "negative", "nonnegative", "nonpositive", "integer", "real", "finite", "nonzero", "evaluate", "zero", "precision"}
 
 
 class Archive:
@@ -209,9 +210,25 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
             stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
 
 
+# Note [expressions as objects]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's deserializer reads every symbolic size, float and boolean of a program with
+# GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
+# keyed by a symbol's name and matched with str(), never parsed; guards are Python, checked by _guard_ok). sympify
+# returns a sympy object it is given unchanged, without parsing anything (sympy's __sympy__ protocol), and
+# _dict_to_dataclass copies a string field's value as it is. So _check_program replaces each expr_str of the parsed
+# document by the object our reader built (sym_expr: our grammar, our conversion, bounded cost) before torch
+# sees the document: torch then parses no expression text at all, and builds from the same objects sympify would
+# have made (tests/sym_expr checks they are equal on every expression of the tiny models' exports). An equal
+# text, which recurs across a program's nodes, is read once.
+
+
 def _check_program(data: Any, source: str, member: str) -> None:
+    """Check ``data``, a program's parsed JSON document, and replace each expression text in it by its sympy
+    object (Note [expressions as objects])."""
     if not isinstance(data, dict) or not isinstance(data.get("graph_module"), dict):
         raise ArtifactError(source, f"{member} is not an exported program")
+    expressions: dict[str, Any] = {}
     for where, key, value, owner in _walk(data):
         bad = None
         if key == "target" and "inputs" in owner and "outputs" in owner:
@@ -219,7 +236,9 @@ def _check_program(data: Any, source: str, member: str) -> None:
         elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
             bad = f"names {value!r}, which is not a dotted name"
         elif key == "expr_str":
-            bad = None if isinstance(value, str) and _sympy_ok(value) else f"has the expression {value!r}, which is not a plain sympy expression"
+            bad = _read_expression(value, expressions)
+            if bad is None:
+                owner[key] = expressions[value]
         elif key == "guards_code":
             guards = value if isinstance(value, list) else [value]
             bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and _guard_ok(g))), None)
@@ -227,6 +246,18 @@ def _check_program(data: Any, source: str, member: str) -> None:
             bad = "holds a custom object, which loading would unpickle"
         if bad is not None:
             raise ArtifactError(source, f"{member} at {where or '.'}.{key} {bad}")
+
+
+def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
+    """Read ``text`` into ``read[text]`` (once per text); what is wrong with it, or None."""
+    if not isinstance(text, str):
+        return f"has the expression {text!r}, which is not a string"
+    if text not in read:
+        try:
+            read[text] = read_sym_expr(text)
+        except SymExprError as err:
+            return f"has an expression that is refused: {err}"
+    return None
 
 
 # keys whose values name a weight, a buffer, a constant or a submodule: torch puts these names in generated code
@@ -258,57 +289,6 @@ def _allowed_target(target: Any) -> bool:
         if obj is None:
             return False
     return isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator))
-
-
-_SYMPY_NAMES: frozenset[str] | None = None
-
-
-def _sympy_names() -> frozenset[str]:
-    global _SYMPY_NAMES
-    if _SYMPY_NAMES is None:
-        import sympy
-        import torch.utils._sympy.functions as tf
-
-        classes = {n for n in dir(sympy) if isinstance(getattr(sympy, n), type) and issubclass(getattr(sympy, n), sympy.Basic)}
-        torch_fns = {n for n in dir(tf) if isinstance(getattr(tf, n), type) and issubclass(getattr(tf, n), sympy.Basic)}
-        _SYMPY_NAMES = frozenset(classes | torch_fns | {"oo", "zoo", "nan", "true", "false", "S"})
-    return _SYMPY_NAMES
-
-
-def _sympy_ok(text: str) -> bool:
-    """A symbolic expression as torch writes it (``FloorDiv(Symbol('s0', integer=True), Integer(2))``): calls of
-    sympy classes and torch's sympy functions on literals and on each other, nothing else."""
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    names = _sympy_names()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in names:
-                return False
-            if any(k.arg not in _SYMPY_KEYWORDS or not isinstance(k.value, ast.Constant) for k in node.keywords):
-                return False
-        elif isinstance(node, ast.Name):
-            if node.id not in names:
-                return False
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float, str, bool)) or (isinstance(node.value, str) and not _name_or_number(node.value)):
-                return False
-        elif not isinstance(node, (ast.Expression, ast.Load, ast.UnaryOp, ast.USub, ast.UAdd, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Pow, ast.keyword)):
-            return False
-    return True
-
-
-def _name_or_number(text: str) -> bool:
-    """A symbol's name or a number's spelling (a Float's first argument): the only strings an expression holds."""
-    if text.isidentifier():
-        return True
-    try:
-        float(text)  # reads a number's spelling; runs nothing
-    except ValueError:
-        return False
-    return True
 
 
 _GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})

@@ -1,0 +1,170 @@
+"""The symbolic-expression language: golden corpus, canonical fixed point, limits, vocabulary, and torch as the oracle.
+
+Corpus files live in ``tests/corpus/sym_expr/``: ``valid/<case>.expr`` beside ``<case>.canonical``;
+``invalid/<case>.expr`` beside ``<case>.error`` (the exact ``str()`` of the error). Each file's last newline is not
+part of its content. The oracle: every expression real exports of tiny models write is read by torch's own loader
+(``torch.export.load``, sympify watched) and by ours, and the objects must be equal.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from piece_by_piece_serialize.errors import SymExprError
+from piece_by_piece_serialize.sym_expr import (
+    ASSUMPTIONS,
+    FUNCTIONS,
+    MAX_DEPTH,
+    MAX_EXPRESSION_LENGTH,
+    Call,
+    Constant,
+    Float,
+    Integer,
+    Rational,
+    Symbol,
+    parse_sym_expr,
+    read_sym_expr,
+    sym_expr_to_sympy,
+)
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "sym_expr"
+VALID = sorted((CORPUS / "valid").glob("*.expr"))
+INVALID = sorted((CORPUS / "invalid").glob("*.expr"))
+
+
+def _read(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def test_corpus_is_not_empty() -> None:
+    assert len(VALID) >= 40
+    assert len(INVALID) >= 40
+
+
+@pytest.mark.parametrize("path", VALID, ids=[p.stem for p in VALID])
+def test_valid_canonical(path: Path) -> None:
+    expr = parse_sym_expr(_read(path))
+    canonical = _read(path.with_suffix(".canonical"))
+    assert str(expr) == canonical
+    again = parse_sym_expr(canonical)  # the fixed point
+    assert again == expr and str(again) == canonical
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_invalid_message(path: Path) -> None:
+    start = time.perf_counter()
+    with pytest.raises(SymExprError) as info:
+        parse_sym_expr(_read(path))
+    assert str(info.value) == _read(path.with_suffix(".error"))
+    assert time.perf_counter() - start < 1  # a refusal costs what reading the text costs
+
+
+def test_the_ast_is_what_the_text_says() -> None:
+    s0 = Symbol("s13", (("positive", True), ("integer", True)))
+    assert parse_sym_expr("Mul(Integer(4), Pow(Symbol('s13', positive=True, integer=True), Integer(2)))") == Call(
+        "Mul", (Integer(4), Call("Pow", (s0, Integer(2))))
+    )
+    assert parse_sym_expr("Max(Float('1.5', precision=53), Rational(1, 2), -oo, true)") == Call(
+        "Max", (Float("1.5", 53), Rational(1, 2), Constant("-oo"), Constant("true"))
+    )
+
+
+def test_errors_pickle_and_carry_their_position() -> None:
+    with pytest.raises(SymExprError) as info:
+        parse_sym_expr("Add(Integer(1), factorial(Integer(9)))")
+    err = info.value
+    assert (err.msg, err.pos, err.lineno, err.colno) == ("unknown function 'factorial'", 16, 1, 17)
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) and isinstance(again, ValueError)
+
+
+def test_a_text_past_the_length_limit_is_refused_before_it_is_read() -> None:
+    text = "Add(" + ", ".join(["Integer(1)"] * (MAX_EXPRESSION_LENGTH // 12 + 1)) + ")"
+    with pytest.raises(SymExprError, match="an expression has at most MAX_EXPRESSION_LENGTH=100000 characters"):
+        parse_sym_expr(text)
+
+
+def test_not_a_string_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="a symbolic expression must be a str, got bytes"):
+        parse_sym_expr(b"Integer(1)")  # type: ignore[arg-type]
+
+
+def test_nodes_made_by_a_caller_are_checked_too() -> None:
+    with pytest.raises(ValueError, match="unknown function 'factorial'"):
+        Call("factorial", (Integer(10),))
+    with pytest.raises(ValueError, match="Pow may compute a number of more than MAX_NUMBER_BITS"):
+        Call("Pow", (Integer(10), Integer(10**8)))
+    with pytest.raises(ValueError, match="at most MAX_INTEGER_DIGITS=20 digits"):
+        Integer(10**20)
+    deep: Any = Symbol("x")
+    for _ in range(MAX_DEPTH):
+        deep = Call("Identity", (deep,))
+    with pytest.raises(ValueError, match="nested at most MAX_DEPTH=64 deep"):
+        Call("Identity", (deep,))
+
+
+def test_the_largest_number_allowed_is_built() -> None:
+    assert int(read_sym_expr("Pow(Integer(2), Integer(2048))")) == 2**2048
+
+
+def test_what_sympy_or_torch_refuse_to_build_is_our_error() -> None:
+    with pytest.raises(SymExprError, match=r"ZeroDivisionError while building Mod\(Integer\(3\), Integer\(0\)\)"):
+        read_sym_expr("Mod(Integer(3), Integer(0))")
+    with pytest.raises(SymExprError, match="InconsistentAssumptions while building Symbol"):
+        read_sym_expr("Symbol('x', positive=True, negative=True)")
+
+
+def test_the_vocabulary_is_sympy_s_and_torch_s() -> None:
+    import sympy
+    from sympy.core.assumptions import _assume_defined
+
+    from piece_by_piece_serialize.sym_expr._sympy import TORCH_FUNCTIONS, _classes
+
+    assert set(_assume_defined) == ASSUMPTIONS
+    assert set(FUNCTIONS) >= TORCH_FUNCTIONS
+    for name, (least, most) in FUNCTIONS.items():
+        cls = _classes()[name]
+        assert issubclass(cls, sympy.Basic) and cls.__name__ == name  # srepr writes the class's name
+        nargs = getattr(cls, "nargs", None)
+        if isinstance(nargs, sympy.FiniteSet):  # a torch function of fixed arity: ours is the same
+            assert (least, most) == (min(nargs), max(nargs)), name
+
+
+def test_every_expression_of_the_tiny_models_is_read_as_torch_reads_it(torch_reading: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
+    import sympy
+
+    from piece_by_piece_serialize.sym_expr._sympy import TORCH_FUNCTIONS, _classes
+
+    readings, namespaces = torch_reading
+    assert len(readings) >= 25  # the three programs write 28 distinct expressions with torch 2.13
+    agree = [text for text, theirs in readings.items() if (ours := read_sym_expr(text)) == theirs and type(ours) is type(theirs) and sympy.srepr(ours) == text]
+    assert sorted(set(readings) - set(agree)) == []
+    assert all(str(parse_sym_expr(text)) == text for text in readings)  # what torch writes is canonical
+    # the names torch's namespace gives its own classes are ours, each the same class (Note [one namespace])
+    for namespace in namespaces:
+        functions = {name: value for name, value in namespace.items() if isinstance(value, type)}
+        assert set(functions) == TORCH_FUNCTIONS
+        assert all(_classes()[name] is cls for name, cls in functions.items())
+
+
+@pytest.fixture(scope="module")
+def torch_reading() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    pytest.importorskip("transformers")
+    from _sym_expr_exports import tiny_programs, torch_readings  # type: ignore[import-not-found]
+
+    return torch_readings(tiny_programs())  # type: ignore[no-any-return]
+
+
+def test_an_equal_subexpression_is_built_once() -> None:
+    s0 = "Symbol('s0', positive=True, integer=True)"
+    expr = parse_sym_expr(f"Add(Mul(Integer(2), {s0}), Max({s0}, Integer(3)), {s0})")
+    built = sym_expr_to_sympy(expr)
+    import sympy
+
+    assert built == 2 * sympy.Symbol("s0", positive=True, integer=True) + sympy.Max(sympy.Symbol("s0", positive=True, integer=True), 3) + sympy.Symbol("s0", positive=True, integer=True)
