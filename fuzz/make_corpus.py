@@ -1,6 +1,7 @@
 """Generate the fuzz seed corpora (``fuzz/corpus/<target>/``) and dictionaries (``fuzz/dicts/<target>.dict``).
 
-Run: ``python fuzz/make_corpus.py`` (rewrites every generated file; commit the result).
+Run: ``python fuzz/make_corpus.py`` (rewrites every generated file; commit the result); ``python fuzz/make_corpus.py
+sym_expr`` rewrites only that harness's seeds and dictionary.
 
 Seeds come from the real thing and from the test corpora, never typed by hand:
 
@@ -13,7 +14,9 @@ Seeds come from the real thing and from the test corpora, never typed by hand:
 * ``type_info``: the strings of ``tests/corpus/type_info/`` and, with the values marker, byte strings for the
   harness's values mode;
 * ``manifest``: artifact manifests the harness builds from pseudo-random choices, and the same choices for its
-  structured mode.
+  structured mode;
+* ``sym_expr``: the expressions of ``tests/corpus/sym_expr/`` (valid and invalid; the valid ones include what
+  real exports write).
 
 Dictionaries list each language's literal terminals, read from the grammar through the project's grammar
 loader (so they cannot drift from ``grammars/``), plus, for schemas, the most frequent type texts, names and
@@ -35,7 +38,7 @@ sys.path.insert(0, str(FUZZ_DIR))
 
 TESTS_CORPUS = REPO_DIR / "tests" / "corpus"
 # Files of the test corpora that hold inputs (the others hold expected outputs).
-INPUT_SUFFIXES = {"schema": (".schema", ".txt", ".input"), "treespec": (".name",), "type_info": (".ti",)}
+INPUT_SUFFIXES = {"schema": (".schema", ".txt", ".input"), "treespec": (".name",), "type_info": (".ti",), "sym_expr": (".expr",)}
 
 N_RANDOM_SEEDS = 200
 N_TREE_NAMES = 300
@@ -135,6 +138,15 @@ _SCHEMA_EXTRA = (
     "(a!)", "(a -> *)", "(a|b)", "!", "$0", "\\n", "\\t", "\\101", "\\x41", "\\u0041", "\\r", '"""', "'''", "0x1p-3",
     "1e-310", "1E5", "2j", "-0.0", "inf", "99999999999", "\n", "\t", "\r", "\\\n", " # c\n", "'cuda:0'", "'cpu'",
 )  # fmt: skip
+# The vocabulary the grammar leaves to the AST (sym_expr/_ast.py FUNCTIONS, ASSUMPTIONS) and hostile names.
+_SYM_EXPR_EXTRA = (
+    "Add", "Mul", "Pow", "Max", "Min", "Equality", "Unequality", "StrictLessThan", "LessThan", "StrictGreaterThan",
+    "GreaterThan", "And", "Or", "Not", "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv",
+    "CeilToInt", "FloorToInt", "CeilDiv", "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv",
+    "IsNonOverlappingAndDenseIndicator", "TruncToFloat", "TruncToInt", "RoundToInt", "RoundDecimal", "ToFloat",
+    "Identity", "positive=True", "integer=True", "real=True", "'s0'", "'u0'", "99999999999999999999", "-1",
+    "'1.5'", "factorial", "int_oo", "nan", "zoo",
+)  # fmt: skip
 _TREESPEC_EXTRA = ("___v1_", "___", "_E", "Zu", "Zd", "Zz", "Zx41", "Zy2603", "Zw01f600", "X999999999", "I", "Im", "Fm")
 
 
@@ -197,8 +209,18 @@ def main() -> int:
         + "".join(f'"\\"{key}\\""\n' for key in _MANIFEST_KEYS),
         encoding="utf-8",
     )
+    _sym_expr()
     return 0
 
 
+def _sym_expr() -> None:
+    """The symbolic-expression seeds and dictionary (``python fuzz/make_corpus.py sym_expr`` writes only these)."""
+    _write_corpus("sym_expr", _test_inputs("sym_expr"))
+    _write_dict("sym_expr", "sym_expr", [], _SYM_EXPR_EXTRA)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["sym_expr"]:
+        _sym_expr()
+        sys.exit(0)
     sys.exit(main())

@@ -190,3 +190,12 @@ def test_structure_engine_agrees_with_lark() -> None:
     texts += _mutants(texts, MUTANTS, seed=5)
     tally = _compare("structure", texts)
     assert tally["tree"] > 300 and tally["token"] > 1000 and tally["char"] > 500, tally
+
+
+def test_sym_expr_engine_agrees_with_lark() -> None:
+    # The symbolic expressions: %ignore'd spaces under a contextual lexer, and keywords of a regex terminal (NAME)
+    texts = sorted({t.rstrip("\n") for t in _read_texts(ROOT / "tests" / "corpus" / "sym_expr", (".expr",))})
+    assert len(texts) > 80
+    texts += _mutants(texts, MUTANTS, seed=6)
+    tally = _compare("sym_expr", texts)
+    assert tally["tree"] > 80 and tally["token"] > 500 and tally["char"] > 50, tally

@@ -1,0 +1,140 @@
+"""Fuzz harness: the symbolic-expression language (the ``expr_str`` of an exported program), differential with sympify.
+
+Run: ``python fuzz/fuzz_sym_expr.py [libFuzzer flags] [corpus dirs]``.
+
+The bytes, decoded as UTF-8, are one expression text. ``parse_sym_expr`` either raises ``SymExprError`` (with a
+sane position and a caret) or returns an AST whose printed form is canonical: ``parse(str(x)) == x`` and printing
+again gives the same text. The parse makes a number of Python calls bounded by a linear function of the length.
+An accepted expression is then built into a sympy object by our code (``sym_expr_to_sympy``) and, as the oracle,
+its canonical text is given to ``sympy.sympify`` in the namespace torch's deserializer uses: both must give equal
+objects of the same class, or both refuse (ours with ``SymExprError``). sympify sees only text our reader
+accepted, whose cost the AST bounded (Note [bounded evaluation]), so the oracle cannot hang the harness either.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fuzzlib import CallCounter, Stats, decode_text, fail, over_budget, reporting, start  # noqa: E402
+
+TARGET = "sym_expr"
+STATS = Stats(TARGET)
+
+# Calls allowed per parse: linear in the length (the engine makes a few calls per token, each node's check a few
+# more); a quadratic parse blows past it.
+CALLS_PER_CHAR = 60
+CALLS_BASE = 20_000
+
+_T: dict[str, object] = {}
+
+
+def _targets() -> dict[str, object]:
+    """Import the library lazily (so ``main`` instruments it first), sympy, and torch's namespace for sympify."""
+    if not _T:
+        import sympy
+
+        from piece_by_piece_serialize import sym_expr
+        from piece_by_piece_serialize.errors import SymExprError
+        from piece_by_piece_serialize.sym_expr._sympy import TORCH_FUNCTIONS, _classes
+
+        namespace = {name: cls for name, cls in _classes().items() if name in TORCH_FUNCTIONS}
+        _T.update(sympy=sympy, se=sym_expr, Error=SymExprError, namespace=namespace)
+        sym_expr.read_sym_expr("Integer(1)")  # builds the parser and the classes: the call budget measures parsing
+    return _T
+
+
+def _check_error(data: bytes, text: str, err: BaseException) -> None:
+    pos, lineno, colno = getattr(err, "pos", None), getattr(err, "lineno", None), getattr(err, "colno", None)
+    if not isinstance(pos, int) or not 0 <= pos <= len(getattr(err, "text", text)):
+        raise fail(data, f"error position {pos!r} outside the text: {err}")
+    if not (isinstance(lineno, int) and lineno >= 1 and isinstance(colno, int) and colno >= 1):
+        raise fail(data, f"bad line/column {lineno!r}/{colno!r}: {err}")
+    if "^" not in str(err):
+        raise fail(data, f"error message has no caret line: {err}")
+
+
+def _differential(data: bytes, expr: object, canonical: str) -> None:
+    t = _targets()
+    se, sympy, error = t["se"], t["sympy"], t["Error"]
+    try:
+        ours = se.sym_expr_to_sympy(expr)  # type: ignore[attr-defined]
+    except error as err:  # type: ignore[misc]
+        ours, refused = None, err
+    else:
+        refused = None
+    try:
+        theirs = sympy.sympify(canonical, locals=dict(t["namespace"]))  # type: ignore[attr-defined]  # the oracle
+    except Exception as exc:  # noqa: BLE001  # whatever sympify raises is its refusal, compared with ours below
+        if refused is None:
+            raise fail(data, f"sympify refuses {canonical!r} ({type(exc).__name__}: {exc}), we built {ours!r}") from exc
+        STATS.add("both refuse to build")
+        return
+    if refused is not None:
+        raise fail(data, f"we refuse {canonical!r} ({refused}), sympify builds {theirs!r}")
+    if ours != theirs or type(ours) is not type(theirs):
+        raise fail(data, f"{canonical!r}: we build {ours!r} ({type(ours).__name__}), sympify {theirs!r} ({type(theirs).__name__})")
+    STATS.add("built equal to sympify's")
+
+
+def check(data: bytes) -> None:
+    """The properties for one input; raises Finding on failure."""
+    with reporting(data):
+        t = _targets()
+        se = t["se"]
+        text = decode_text(data)
+        counter = CallCounter()
+        try:
+            expr = counter.run(lambda: se.parse_sym_expr(text))  # type: ignore[attr-defined]
+        except t["Error"] as err:  # type: ignore[misc]
+            STATS.add("text rejected")
+            _check_error(data, text, err)
+            expr = None
+        budget = CALLS_PER_CHAR * len(text) + CALLS_BASE
+        if counter.calls > budget:
+            calls = over_budget(lambda: se.parse_sym_expr(text), budget, t["Error"])  # type: ignore[attr-defined,arg-type]
+            if calls is not None:
+                raise fail(data, f"parse_sym_expr made {calls} calls for {len(text)} characters (budget {budget})")
+        if expr is None:
+            return
+        STATS.add("text accepted")
+        canonical = str(expr)
+        again = se.parse_sym_expr(canonical)  # type: ignore[attr-defined]
+        if again != expr:
+            raise fail(data, f"canonical text {canonical!r} parses to {again!r}, not {expr!r}")
+        if str(again) != canonical:
+            raise fail(data, f"printing is not a fixed point: {canonical!r} -> {str(again)!r}")
+        if canonical != text:
+            STATS.add("text accepted, non-canonical spelling")
+        _differential(data, expr, canonical)
+
+
+def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
+    check(data)
+    STATS.input_done()
+
+
+def main() -> None:
+    STATS.print_at_exit()
+
+    def warm_up() -> None:
+        check(b"Mul(Integer(4), Pow(Symbol('s13', positive=True, integer=True), Integer(2)))")
+        check(b"FloorDiv(Integer(1), Integer(0))")
+
+    start(
+        sys.argv,
+        TestOneInput,
+        [
+            "piece_by_piece_serialize.sym_expr",
+            "piece_by_piece_serialize.sym_expr._ast",
+            "piece_by_piece_serialize.sym_expr._transform",
+            "piece_by_piece_serialize.sym_expr._sympy",
+        ],
+        warm_up,
+    )
+
+
+if __name__ == "__main__":
+    main()
