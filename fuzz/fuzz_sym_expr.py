@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _fuzzlib import CallCounter, Stats, decode_text, fail, over_budget, reporting, start  # noqa: E402
+from _fuzzlib import CallCounter, Stats, decode_text, fail, over_budget, reporting, start
 
 TARGET = "sym_expr"
 STATS = Stats(TARGET)
@@ -67,7 +67,7 @@ def _differential(data: bytes, expr: object, canonical: str) -> None:
         refused = None
     try:
         theirs = sympy.sympify(canonical, locals=dict(t["namespace"]))  # type: ignore[attr-defined]  # the oracle
-    except Exception as exc:  # noqa: BLE001  # whatever sympify raises is its refusal, compared with ours below
+    except Exception as exc:  # whatever sympify raises is its refusal, compared with ours below
         if refused is None:
             raise fail(data, f"sympify refuses {canonical!r} ({type(exc).__name__}: {exc}), we built {ours!r}") from exc
         STATS.add("both refuse to build")
@@ -111,7 +111,7 @@ def check(data: bytes) -> None:
         _differential(data, expr, canonical)
 
 
-def TestOneInput(data: bytes) -> None:  # noqa: N802 (libFuzzer's name)
+def TestOneInput(data: bytes) -> None:
     check(data)
     STATS.input_done()
 

@@ -25,8 +25,8 @@ from piece_by_piece_serialize.sym_expr import (
     Float,
     Integer,
     Rational,
-    SymExpr,
     Symbol,
+    SymExpr,
     parse_sym_expr,
     sym_expr_to_sympy,
 )
@@ -102,7 +102,7 @@ def test_we_build_what_sympify_makes_of_the_text(expr: SymExpr) -> None:
         refused = False
     try:
         theirs = sympy.sympify(str(expr), locals=_torch_namespace())  # the oracle: torch's own reading
-    except Exception:  # noqa: BLE001  # sympify's refusal, whatever it raises
+    except Exception:  # sympify's refusal, whatever it raises
         assert refused, f"sympify refuses {expr}, we built {ours!r}"
         return
     assert not refused, f"we refuse {expr}, sympify builds {theirs!r}"
