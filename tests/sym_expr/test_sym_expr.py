@@ -27,6 +27,7 @@ from piece_by_piece_serialize.sym_expr import (
     Integer,
     Rational,
     Symbol,
+    is_symbol_name,
     parse_sym_expr,
     read_sym_expr,
     sym_expr_to_sympy,
@@ -168,3 +169,8 @@ def test_an_equal_subexpression_is_built_once() -> None:
     import sympy
 
     assert built == 2 * sympy.Symbol("s0", positive=True, integer=True) + sympy.Max(sympy.Symbol("s0", positive=True, integer=True), 3) + sympy.Symbol("s0", positive=True, integer=True)
+
+
+def test_a_symbol_name_is_what_a_symbol_holds() -> None:
+    assert [is_symbol_name(n) for n in ("s77", "u0", "zuf3", "_x1")] == [True] * 4
+    assert [is_symbol_name(n) for n in ("", "s 0", "0s", "s0'", 's0"', "s\u00e9", "s0+1", "Symbol('s0')")] == [False] * 8

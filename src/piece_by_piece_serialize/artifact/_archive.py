@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import SymExprError
-from ..sym_expr import read_sym_expr
+from ..sym_expr import Integer, is_symbol_name, read_sym_expr
 from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, Manifest, read_manifest
 
@@ -214,7 +214,8 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # torch's deserializer reads every symbolic size, float and boolean of a program with
 # GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
-# keyed by a symbol's name and matched with str(), never parsed; guards are Python, checked by _guard_ok). sympify
+# keyed by a symbol's name and matched with str(), never parsed, but their names and bounds are checked here, see
+# MAX_RANGE_NAME_LENGTH; guards are Python, checked by _guard_ok). sympify
 # returns a sympy object it is given unchanged, without parsing anything (sympy's __sympy__ protocol), and
 # _dict_to_dataclass copies a string field's value as it is. So _check_program replaces each expr_str of the parsed
 # document by the object our reader built (sym_expr: our grammar, our conversion, bounded cost) before torch
@@ -242,6 +243,8 @@ def _check_program(data: Any, source: str, member: str) -> None:
         elif key == "guards_code":
             guards = value if isinstance(value, list) else [value]
             bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and _guard_ok(g))), None)
+        elif key == "range_constraints" and owner is data:
+            bad = _range_constraints_problem(value)
         elif key in ("as_custom_obj", "custom_obj", "as_opaque_obj"):
             bad = "holds a custom object, which loading would unpickle"
         if bad is not None:
@@ -257,6 +260,33 @@ def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
             read[text] = read_sym_expr(text)
         except SymExprError as err:
             return f"has an expression that is refused: {err}"
+    return None
+
+
+# The longest name of a range constraint: torch's deserializer counts its unbacked-symbol counters up to the index
+# an unbacked name holds (u12 bumps it 13 times), one step at a time, so "u1000000000" would take minutes; torch
+# names its symbols by a prefix and a counter (s77, u0, zuf3), far below this.
+MAX_RANGE_NAME_LENGTH = 8
+
+
+def _range_constraints_problem(constraints: Any) -> str | None:
+    """What is wrong with a program's range constraints (symbol name -> min_val, max_val), or None."""
+    if not isinstance(constraints, dict):
+        return "is not a table of symbols"
+    for name, bounds in constraints.items():
+        if not is_symbol_name(name) or len(name) > MAX_RANGE_NAME_LENGTH:
+            return f"names {name!r}, which is not a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters"
+        if not isinstance(bounds, dict) or not set(bounds) <= {"min_val", "max_val"}:
+            return f"bounds {name} by {bounds!r}, which is not a min_val and a max_val"
+        for bound in bounds.values():
+            if bound is None:
+                continue
+            if type(bound) is not int:
+                return f"bounds {name} by {bound!r}, which is not an integer or null"
+            try:
+                Integer(bound)  # the language's integers: at most MAX_INTEGER_DIGITS digits
+            except ValueError as err:
+                return f"bounds {name} by a number too large: {err}"
     return None
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "SymExpr",
     "SymExprError",
     "Symbol",
+    "is_symbol_name",
     "parse_sym_expr",
     "read_sym_expr",
     "sym_expr_to_sympy",
@@ -89,3 +90,15 @@ def sym_expr_to_sympy(expr: SymExpr) -> Any:
 def read_sym_expr(text: str) -> Any:
     """``sym_expr_to_sympy(parse_sym_expr(text))``: the sympy object of one expression as torch writes it."""
     return sym_expr_to_sympy(parse_sym_expr(text))
+
+
+def is_symbol_name(name: str) -> bool:
+    """Whether ``name`` is a symbol's name in the language (what ``Symbol('<name>')`` holds: an ASCII
+    identifier); the range constraints of a program are keyed by such names. Checked by the grammar itself."""
+    if not isinstance(name, str) or len(name) > MAX_EXPRESSION_LENGTH:
+        return False
+    try:
+        node = parse_sym_expr(f"Symbol({name!r})")
+    except SymExprError:
+        return False
+    return isinstance(node, Symbol) and node.name == name
