@@ -213,15 +213,16 @@ def test_a_program_loads_with_its_expressions_built_by_our_reader_and_none_given
 
 _HOSTILE_RANGES = [
     # torch's deserializer bumps its unbacked counter once per index below the name's: 10**9 steps
-    ({"u1000000000": {"min_val": 0, "max_val": 5}}, "names 'u1000000000', which is not a symbol's name of at most 8"),
-    ({"s0 + 1": {"min_val": 0, "max_val": 5}}, "names 's0 + 1', which is not a symbol's name"),
+    ({"u1000000000": {"min_val": 0, "max_val": 5}}, "names 'u1000000000', which is neither a symbol's name of at most 8 characters nor an expression of the program"),
+    ({"u 12": {"min_val": 0, "max_val": 5}}, "names 'u 12', which is neither"),  # int() reads " 12"
+    ({"s0 + 99": {"min_val": 0, "max_val": 5}}, "names 's0 + 99', which is neither"),  # not an expression of the program
     ({"s0": {"min_val": "__import__('os')", "max_val": 5}}, "which is not an integer or null"),
     ({"s0": {"min_val": 0, "max_val": 10**30}}, "by a number too large: an integer has at most MAX_INTEGER_DIGITS=20 digits"),
     ({"s0": {"min_val": 0, "max_val": 5, "evil": 1}}, "which is not a min_val and a max_val"),
 ]
 
 
-@pytest.mark.parametrize(("constraints", "message"), _HOSTILE_RANGES, ids=["huge_index", "expression", "string", "huge_bound", "extra_key"])
+@pytest.mark.parametrize(("constraints", "message"), _HOSTILE_RANGES, ids=["huge_index", "spaced_index", "unknown_expression", "string", "huge_bound", "extra_key"])
 def test_a_hostile_range_constraint_is_refused_at_once(good: Path, tmp_path: Path, constraints: dict[str, Any], message: str) -> None:
     import time
 

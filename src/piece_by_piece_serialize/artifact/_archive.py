@@ -30,7 +30,7 @@ import json
 import math
 import operator
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import SymExprError
@@ -214,8 +214,8 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # torch's deserializer reads every symbolic size, float and boolean of a program with
 # GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
-# keyed by a symbol's name and matched with str(), never parsed, but their names and bounds are checked here, see
-# MAX_RANGE_NAME_LENGTH; guards are Python, checked by _guard_ok). sympify
+# keyed by str() of what they bound and looked up, never parsed, but checked here: Note [range constraint keys];
+# guards are Python, checked by _guard_ok). sympify
 # returns a sympy object it is given unchanged, without parsing anything (sympy's __sympy__ protocol), and
 # _dict_to_dataclass copies a string field's value as it is. So _check_program replaces each expr_str of the parsed
 # document by the object our reader built (sym_expr: our grammar, our conversion, bounded cost) before torch
@@ -243,12 +243,14 @@ def _check_program(data: Any, source: str, member: str) -> None:
         elif key == "guards_code":
             guards = value if isinstance(value, list) else [value]
             bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and _guard_ok(g))), None)
-        elif key == "range_constraints" and owner is data:
-            bad = _range_constraints_problem(value)
         elif key in ("as_custom_obj", "custom_obj", "as_opaque_obj"):
             bad = "holds a custom object, which loading would unpickle"
         if bad is not None:
             raise ArtifactError(source, f"{member} at {where or '.'}.{key} {bad}")
+    # after the walk: a range may be keyed by any expression read above
+    bad = _range_constraints_problem(data.get("range_constraints", {}), expressions.values())
+    if bad is not None:
+        raise ArtifactError(source, f"{member} at .range_constraints {bad}")
 
 
 def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
@@ -263,19 +265,44 @@ def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
     return None
 
 
-# The longest name of a range constraint: torch's deserializer counts its unbacked-symbol counters up to the index
-# an unbacked name holds (u12 bumps it 13 times), one step at a time, so "u1000000000" would take minutes; torch
-# names its symbols by a prefix and a counter (s77, u0, zuf3), far below this.
+# Note [range constraint keys]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch keys a program's ranges by str() of what they bound: a symbol (s77, u0) or an expression of a derived
+# dimension ("s13 + 4"), and its deserializer only looks them up by the str() of each subexpression it reads, never
+# parses them, but for one thing: a key that starts with an unbacked prefix (u, zuf) has its rest read by int() and
+# the deserializer's counter bumped that many times, one step at a time ("u1000000000" took minutes; int() also
+# reads "u 12" and "u1_0"). So a key is either a symbol's name of the language of at most MAX_RANGE_NAME_LENGTH
+# characters (torch's counters name symbols far below that), or the str() of a subexpression of the program's own
+# expressions (which holds an operator, so no int() reads it), each bound an integer of at most 20 digits or null.
 MAX_RANGE_NAME_LENGTH = 8
 
 
-def _range_constraints_problem(constraints: Any) -> str | None:
-    """What is wrong with a program's range constraints (symbol name -> min_val, max_val), or None."""
+def _subexpression_names(roots: Iterable[Any]) -> set[str]:
+    """str() of every subexpression of ``roots`` that torch looks a range up by (not numbers, not booleans)."""
+    seen: set[Any] = set()
+    stack = list(roots)
+    while stack:
+        item = stack.pop()
+        if item in seen or item.is_Integer or item.is_Float or item.is_Boolean:
+            continue
+        seen.add(item)
+        stack.extend(item.args)
+    return {str(item) for item in seen}
+
+
+def _range_constraints_problem(constraints: Any, expressions: Iterable[Any]) -> str | None:
+    """What is wrong with a program's range constraints (Note [range constraint keys]), or None."""
     if not isinstance(constraints, dict):
         return "is not a table of symbols"
+    others = [name for name in constraints if not (is_symbol_name(name) and len(name) <= MAX_RANGE_NAME_LENGTH)]
+    known = _subexpression_names(expressions) if others else set()
+    for name in others:
+        if name not in known:
+            return (
+                f"names {name!r}, which is neither a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters nor "
+                "an expression of the program"
+            )
     for name, bounds in constraints.items():
-        if not is_symbol_name(name) or len(name) > MAX_RANGE_NAME_LENGTH:
-            return f"names {name!r}, which is not a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters"
         if not isinstance(bounds, dict) or not set(bounds) <= {"min_val", "max_val"}:
             return f"bounds {name} by {bounds!r}, which is not a min_val and a max_val"
         for bound in bounds.values():
