@@ -16,7 +16,7 @@ Seeds come from the real thing and from the test corpora, never typed by hand:
 * ``manifest``: artifact manifests the harness builds from pseudo-random choices, and the same choices for its
   structured mode;
 * ``sym_expr``: the expressions of ``tests/corpus/sym_expr/`` (valid and invalid; the valid ones include what
-  real exports write).
+  real exports write) and, with the structured marker, byte strings for the harness's structured mode.
 
 Dictionaries list each language's literal terminals, read from the grammar through the project's grammar
 loader (so they cannot drift from ``grammars/``), plus, for schemas, the most frequent type texts, names and
@@ -215,7 +215,10 @@ def main() -> int:
 
 def _sym_expr() -> None:
     """The symbolic-expression seeds and dictionary (``python fuzz/make_corpus.py sym_expr`` writes only these)."""
-    _write_corpus("sym_expr", _test_inputs("sym_expr"))
+    import fuzz_sym_expr
+
+    marker = bytes([fuzz_sym_expr.STRUCTURED_MARKER])
+    _write_corpus("sym_expr", _test_inputs("sym_expr") + _random_seeds(6, 60, marker))
     _write_dict("sym_expr", "sym_expr", [], _SYM_EXPR_EXTRA)
 
 
