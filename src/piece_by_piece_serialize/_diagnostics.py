@@ -1,8 +1,8 @@
 """What every language's error messages share: the refusal a callback raises, the "a, b or c" wording of what
 was expected, and the caret line under a column of a long source line.
 
-The four languages (schemas, TreeSpec names, type-info strings, structure descriptions) each turn an engine
-:class:`~._lalr.engine.Failure` or a callback's :class:`Refused` into their own public error
+The five languages (schemas, TreeSpec names, type-info strings, structure descriptions, symbolic expressions) each
+turn an engine :class:`~._lalr.engine.Failure` or a callback's :class:`Refused` into their own public error
 (:mod:`.errors`), with their own names for the terminals; the pieces here are the ones whose wording must not
 drift between them. The CLI's caret under a finding uses :func:`caret` too.
 

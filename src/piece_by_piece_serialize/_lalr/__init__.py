@@ -1,4 +1,4 @@
-"""The parse engine shared by the four languages: a table-driven LALR(1) run time and the tables it runs.
+"""The parse engine shared by the five languages: a table-driven LALR(1) run time and the tables it runs.
 
 ``engine`` runs the tables; ``tables`` loads the generated module of each grammar at run time (no lark);
 ``build`` exports the tables that lark computes from ``grammars/*.lark`` into ``_generated/`` (``make tables``);

@@ -1,11 +1,11 @@
 """Locate the grammar files, stamp them, and build a Lark parser from one (for the table build and the tests).
 
-The ``.lark`` files in the top-level ``grammars/`` folder are the single definition of the four languages.
+The ``.lark`` files in the top-level ``grammars/`` folder are the single definition of the five languages.
 In a wheel they ship as ``piece_by_piece_serialize/grammars/``; in a source checkout (editable install)
 they are read from the repository's ``grammars/``. Nothing is written beside the code at run time.
 
-``lark`` is imported only when a parser is built: all four languages (schemas, TreeSpec names, type-info strings
-and structure descriptions) are parsed by :mod:`.engine` from tables generated ahead of time (``_generated/``,
+``lark`` is imported only when a parser is built: all five languages (schemas, TreeSpec names, type-info strings,
+structure descriptions and symbolic expressions) are parsed by :mod:`.engine` from tables generated ahead of time (``_generated/``,
 see :mod:`.build`), so lark runs only to regenerate them (or to rebuild them in memory when a grammar file no
 longer matches the stamp of its tables, :func:`grammar_sha256`) and in the tests.
 """
