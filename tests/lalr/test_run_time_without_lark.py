@@ -36,8 +36,11 @@ spec = pytree.tree_flatten({"a": (x, [x])})[1]
 assert tree_spec_from_name(tree_spec_as_name(spec, 2))[1] == spec
 parse_structure("((*, *), {'a': *})")
 assert is_cache_name("MyCache") and not is_cache_name("Mine")
+from piece_by_piece_serialize.sym_expr import parse_sym_expr, read_sym_expr
+assert str(read_sym_expr("Mul(Integer(4), Pow(Symbol('s13', positive=True, integer=True), Integer(2)))")) == "4*s13**2"
 for bad, parse in [("dict__2_a", parse_type_info), ("DynamicCache_Z", parse_type_info), ("(*", parse_structure),
-                   ("a::b(", parse_schema), ("___v1_Q", tree_spec_from_name), ("{'a': *, 'a': *}", parse_structure)]:
+                   ("a::b(", parse_schema), ("___v1_Q", tree_spec_from_name), ("{'a': *, 'a': *}", parse_structure),
+                   ("Pow(Integer(10), Integer(100000000))", parse_sym_expr), ("Add(Integer(1)", parse_sym_expr)]:
     try:
         parse(bad)
     except ValueError:
