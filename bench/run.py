@@ -43,9 +43,10 @@ import sections  # noqa: E402,F401
 import treespec_compare  # noqa: E402,F401
 import custom_op_overhead  # noqa: E402,F401
 import onnx_bench  # noqa: E402,F401
+import growth  # noqa: E402,F401
 
 # The order of the table: the six measurement groups.
-ORDER = ["schema", "treespec", "hotpath", "custom_op", "export", "onnx", "startup", "scaling"]
+ORDER = ["schema", "treespec", "hotpath", "custom_op", "export", "onnx", "growth", "startup", "scaling"]
 # The sections whose cold-parse rows are measured again on the compiled engine when it is built
 ENGINE_SECTIONS = ("schema", "treespec")
 

@@ -213,12 +213,17 @@ def test_every_call_goes_to_the_operator_with_the_key_of_its_full_description() 
         ((x, (t(4, 3), t(4, 3))), {"flag": False, "scale": 2.0}),
         ((x, (t(4, 3), t(4, 3))), {"scale": 2.0, "flag": False}),
     ]
+    first: set[str] = set()
     for args, kwargs in calls * 2:  # the second round is all sites
         theirs = make_copy((args, kwargs))
         want = module(*theirs[0], **theirs[1])
         got = wrapped(*args, **kwargs)
         assert torch.equal(got, want)
-        assert seen[-1] == describe_call(op.qualname, args, kwargs)[2]
+        key = describe_call(op.qualname, args, kwargs)[2]
+        # a cache the module touches one layer of is carried cut after its first call (Note [cut calls])
+        cut = op.calls[key].sliced
+        assert seen[-1] == (key if cut is None or key not in first else cut[1])
+        first.add(key)
         if "cache" in kwargs:
             assert torch.equal(kwargs["cache"].layers[0].keys, theirs[1]["cache"].layers[0].keys)  # written back
     assert len(op.calls) == len({seen_key for seen_key in seen})

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import TreeSpecNameError
-from ..type_info import parse_type_info
+from ..type_info import MAX_CACHE_LAYERS, CacheInfo, parse_type_info
 from ._errors import ArtifactError
 
 FORMAT = "piece-by-piece-serialize artifact"
@@ -60,6 +60,9 @@ class CallRecord:
     out_dtypes: tuple[str, ...]
     out_devices: tuple[str, ...]
     rules: tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...] | None = None
+    # the caches the call carries cut to some layers: (argument, its number of layers, the positions carried);
+    # Note [cache slices] in serialize/_cache_slice.py
+    slices: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
 
     @property
     def n_tensors(self) -> int:
@@ -133,7 +136,7 @@ def _call(c: CallRecord) -> dict[str, Any]:
         "out_n_flat": c.out_n_flat, "out_aliases": [[_value(w), i] for w, i in c.out_aliases],
         "out_dtypes": list(c.out_dtypes), "out_devices": list(c.out_devices),
         "rules": None if c.rules is None else [[[kind, _value(cands)] for kind, cands in out] for out in c.rules],
-    }  # fmt: skip
+    } | ({"slices": [[arg, n, list(positions)] for arg, n, positions in c.slices]} if c.slices else {})  # fmt: skip
 
 
 def _state(s: ModuleState) -> dict[str, Any]:
@@ -253,7 +256,7 @@ _CALL_KEYS = ("key", "kinds", "n_positional", "keywords", "constants", "n_flat",
 
 
 def _read_call(r: _Reader, data: Any, path: str) -> CallRecord:
-    d = r.obj(data, path, _CALL_KEYS)
+    d = r.obj(data, path, (*_CALL_KEYS, "slices") if isinstance(data, dict) and "slices" in data else _CALL_KEYS)
     kinds = _read_kinds(r, d["kinds"], f"{path}.kinds")
     n_positional = r.integer(d["n_positional"], f"{path}.n_positional", 0, len(kinds))
     keywords = r.strings(d["keywords"], f"{path}.keywords")
@@ -280,18 +283,43 @@ def _read_call(r: _Reader, data: Any, path: str) -> CallRecord:
     if len(dtypes) != n_out or len(devices) != n_out:
         raise r.fail(path, f"{len(dtypes)} dtypes and {len(devices)} devices for {n_out} output tensors")
     rules = None if d["rules"] is None else _read_rules(r, d["rules"], f"{path}.rules", n_out)
+    slices = _read_slices(r, d["slices"], f"{path}.slices", kinds, caches) if "slices" in d else ()
     record = CallRecord(
         r.string(d["key"], f"{path}.key"), kinds, n_positional, keywords, constants, n_flat, caches, out_kinds,
-        out_constants, out_n_flat, tuple(aliases), dtypes, devices, rules,
+        out_constants, out_n_flat, tuple(aliases), dtypes, devices, rules, slices,
     )  # fmt: skip
-    if record.key != call_key(record.kinds, record.keywords, record.constants):
+    if record.key != call_key(record.kinds, record.keywords, record.constants, record.slices):
         raise r.fail(f"{path}.key", "does not match the call structure it keys")
     return record
 
 
-def call_key(kinds: tuple[str, ...], keywords: tuple[str, ...], constants: tuple[tuple[int, Scalar], ...]) -> str:
-    """The key of a call structure, spelled as the operators spell it (Note [call keys])."""
-    return repr((kinds, keywords, tuple(sorted(constants))))
+def _read_slices(r: _Reader, data: Any, path: str, kinds: tuple[str, ...], caches: tuple[int, ...]) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+    """The cut caches of a call: each a cache argument, its number of layers, and the positions its kind describes."""
+    out: list[tuple[int, int, tuple[int, ...]]] = []
+    for i, entry in enumerate(r.seq(data, path)):
+        where = f"{path}[{i}]"
+        if not isinstance(entry, list) or len(entry) != 3:
+            raise r.fail(where, "expected an [argument, layers, positions] triple")
+        arg = r.integer(entry[0], f"{where}[0]", 0, max(len(kinds) - 1, 0))
+        n = r.integer(entry[1], f"{where}[1]", 1, MAX_CACHE_LAYERS)
+        positions = r.integers(entry[2], f"{where}[2]", n - 1)
+        info = parse_type_info(kinds[arg])
+        if arg not in caches or not isinstance(info, CacheInfo):
+            raise r.fail(f"{where}[0]", f"argument {arg} is not a cache argument")
+        if list(positions) != sorted(set(positions)) or len(positions) != info.n_layers or len(positions) >= n:
+            raise r.fail(f"{where}[2]", f"expected {info.n_layers} increasing positions below {n}, fewer than {n}")
+        if any(arg == a for a, _, _ in out):
+            raise r.fail(f"{where}[0]", f"argument {arg} is cut twice")
+        out.append((arg, n, positions))
+    return tuple(out)
+
+
+def call_key(kinds: tuple[str, ...], keywords: tuple[str, ...], constants: tuple[tuple[int, Scalar], ...],
+             slices: tuple[tuple[int, int, tuple[int, ...]], ...] = ()) -> str:  # fmt: skip
+    """The key of a call structure, spelled as the operators spell it (Note [call keys]); a call carrying cut
+    caches names them too (Note [cache slices])."""
+    base = (kinds, keywords, tuple(sorted(constants)))
+    return repr((*base, slices) if slices else base)
 
 
 def _read_kinds(r: _Reader, data: Any, path: str) -> tuple[str, ...]:

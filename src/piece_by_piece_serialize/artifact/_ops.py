@@ -16,18 +16,20 @@ from typing import Any
 
 import torch
 
-from ..custom_op._calls import Call, flat_outputs, rebuild_arguments
+from ..custom_op._calls import Call, caches_after, flat_outputs, rebuild_arguments
 from ..custom_op._shapes import evaluate
 from ._manifest import CallRecord, OperatorRecord
 
 SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
 
 
-def call_of(record: CallRecord) -> Call:
-    """The :class:`Call` a manifest record stands for, as the wrappers and the runnable module use it."""
+def call_of(record: CallRecord, owner: str = "") -> Call:
+    """The :class:`Call` a manifest record stands for, as the wrappers and the runnable module use it; ``owner``
+    names the operator in the errors of a cut cache's spare layers."""
     return Call(
         record.kinds, record.n_positional, record.keywords, dict(record.constants), record.n_flat, record.caches,
         frozenset(), record.out_kinds, dict(record.out_constants), record.out_n_flat, record.out_aliases,
+        slices=record.slices, owner=owner,
     )  # fmt: skip
 
 
@@ -43,7 +45,7 @@ class LoadedOperator:
     def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any) -> None:
         self.qualname = f"{namespace}::{record.name}"
         self.record = record
-        self.calls = {c.key: (c, call_of(c)) for c in record.calls}
+        self.calls = {c.key: (c, call_of(c, self.qualname)) for c in record.calls}
         self.runner = None if program is None else program.module()
         self.implementation = implementation
         self.lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
@@ -70,7 +72,7 @@ class LoadedOperator:
         params = dict(zip(self.record.weights, weights, strict=True))
         output = torch.func.functional_call(self.implementation, params, tuple(args), kwargs)
         given = [*args, *kwargs.values()]
-        kinds, out, constants, _ = flat_outputs(self.qualname, output, [given[i] for i in call.caches])
+        kinds, out, constants, _ = flat_outputs(self.qualname, output, caches_after(call, given))
         if kinds != record.out_kinds or constants != dict(record.out_constants):
             raise ValueError(
                 f"{self.qualname}: the implementation of {self.record.piece} returned {kinds} (constants {constants}) "

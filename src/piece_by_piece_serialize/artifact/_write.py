@@ -47,10 +47,11 @@ def record_of(call: Call, qualname: str) -> CallRecord:
         rules = tuple(tuple(r) for r in (call.rules if call.rules is not None else learn(qualname, call.shapes)))
     constants = tuple(sorted(call.constants.items()))
     return CallRecord(
-        call_key(tuple(call.kinds), tuple(call.keywords), constants), tuple(call.kinds), call.n_positional,
+        call_key(tuple(call.kinds), tuple(call.keywords), constants, call.slices), tuple(call.kinds), call.n_positional,
         tuple(call.keywords), constants, call.n_flat, tuple(call.caches), tuple(call.out_kinds),
         tuple(sorted(call.out_constants.items())), call.out_n_flat, tuple(call.out_aliases),
         tuple(str(d).removeprefix("torch.") for d in call.out_dtypes), tuple(str(d) for d in call.out_devices), rules,
+        call.slices,
     )  # fmt: skip
 
 

@@ -13,7 +13,8 @@ Invariants:
   module's, with ``forward`` carrying the original's signature.
 * **Mutations reach the caller** (Note [write back]). Every cache argument comes back from the operator
   as extra outputs and is written into the caller's cache; an in-place change the module makes to any
-  other input tensor cannot be carried and raises, naming the argument.
+  other input tensor cannot be carried and raises, naming the argument. After the first call of a structure a
+  cache goes in and comes back cut to the layers that call touched (Note [cut calls] in :mod:`._slices`).
 * **The fake implementation does not run the module** (Note [learned shapes]), unless ``fake=`` says
   otherwise: output shapes come from the eager calls recorded so far.
 * One operator per wrapped module, with the schema ``(Tensor[] tensors, str call) -> Tensor[]``: the
@@ -85,7 +86,8 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ._calls import Call, describe_call, finish_call, flat_outputs, rebuild_arguments
+from . import _slices
+from ._calls import Call, caches_after, describe_call, finish_call, flat_outputs, rebuild_arguments
 from ._error import CustomOpError
 from ._shapes import evaluate, learn
 from ._sites import Matcher, Sites, compile_values, match_values
@@ -148,12 +150,16 @@ class _Op:
 
     # ---- the kernels -----------------------------------------------------------------------------
 
-    def _call_module(self, fn: Callable[..., Any], call: Call, tensors: Sequence[Any]) -> tuple[Any, list[Any]]:
-        """Rebuild the arguments, run ``fn``; the output and the caches as they are after the call."""
+    def _call_module(self, fn: Callable[..., Any], call: Call, tensors: Sequence[Any], watch: bool = False) -> tuple[Any, list[Any], Any]:
+        """Rebuild the arguments, run ``fn``; the output, the caches as they are after the call, and with
+        ``watch``, on the first call of a structure, the cache layers it touched (Note [cut calls])."""
         args, kwargs = rebuild_arguments(call, tensors)
-        output = fn(*args, **kwargs)
         given = [*args, *kwargs.values()]
-        return output, [given[i] for i in call.caches]
+        watchers = _slices.watch(call, given) if watch and not call.probed else None
+        output = fn(*args, **kwargs)
+        found = _slices.touched(watchers, given) if watchers else None
+        call.probed = True
+        return output, caches_after(call, given), found
 
     def weights_of(self) -> list[Any]:
         """The module's parameters and buffers as the operator takes them (Note [weights as inputs])."""
@@ -177,7 +183,7 @@ class _Op:
             state = self.kernel_state[key] = _KernelState(self._lookup(key), len(tensors))
         call = state.call
         versions = [tensors[i]._version for i in state.checked]
-        output, caches = self._call_module(self.run if weights is None else self._runner(weights), call, tensors)
+        output, caches, found = self._call_module(self.run if weights is None else self._runner(weights), call, tensors, True)
         out = None if state.outputs is None else match_values(state.outputs, (output, *caches))
         if out is None:  # the first call of this structure, or an output of another structure (an error below)
             kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
@@ -209,8 +215,21 @@ class _Op:
             if shapes not in call.shapes:
                 call.shapes.append(shapes)
                 call.rules = None
+        if found:
+            self._cut(call, found, tensors, output, caches)
         self.results.append((out, (output, *caches)))
         return out
+
+    def _cut(self, call: Call, found: dict[int, Any], tensors: Sequence[Any], output: Any, caches: Sequence[Any]) -> None:
+        """Give ``call`` its cut twin when its first call touched only some cache layers (Note [cut calls])."""
+        _slices.make_cut(call, found, self.qualname, tensors, output, caches)
+        if call.sliced is not None:
+            cut, key, kept = call.sliced
+            known = self.calls.setdefault(key, cut)
+            if known is not cut:  # another whole structure cut to the same one: one call, its shapes pooled
+                known.shapes.extend(s for s in cut.shapes if s not in known.shapes)
+                known.rules = None
+                call.sliced = (known, key, kept)
 
     def _fake(self, tensors: list[Any], *rest: Any) -> list[Any]:
         import torch
@@ -218,7 +237,7 @@ class _Op:
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
         call = self._lookup(key)
         if self.fake_fn is not None:
-            output, caches = self._call_module(self.fake_fn, call, tensors)
+            output, caches, _ = self._call_module(self.fake_fn, call, tensors)
             kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
             if call.out_kinds is None:
                 call.learn_outputs(kinds, constants, n_flat, output, caches)
@@ -275,6 +294,7 @@ def _wrapper_class(cls: type[torch.nn.Module]) -> type[torch.nn.Module]:
 
 def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     found = op.sites.match(args, kwargs)  # Note [call sites]: a structure seen before is a lookup
+    pending = None
     if found is None:
         # A TypeError for a bad call, as the module's own forward gives (it depends only on the number of
         # positional arguments and the keyword names, which a site's are). The call itself keeps the caller's split
@@ -283,7 +303,13 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         op.signature.bind(*args, **kwargs)
         call, tensors, key = describe_call(op.qualname, args, kwargs)
         known = op.calls.setdefault(key, call)
-        op.sites.add(args, kwargs, known, key)
+        if known.sliced is not None:  # Note [cut calls]: the structure carries only the layers it touches
+            cut, key, carried = known.sliced
+            tensors = [tensors[i] for i in carried]
+            op.sites.add(args, kwargs, cut, key, op.sites.compile(args, kwargs, known, key, cut))
+            known = cut
+        else:  # kept until the call says whether it is cut
+            pending = op.sites.compile(args, kwargs, known, key)
     else:
         site, tensors = found
         known, key = site.call, site.key
@@ -293,7 +319,13 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     if kept is not None and len(kept[0]) == len(out) and all(map(operator.is_, kept[0], out)):  # lengths compared first
         # Note [eager results]: the very objects the kernel made from these tensors
         values = kept[1]
-    return finish_call(known, out, [*args, *kwargs.values()], values)
+    result = finish_call(known, out, [*args, *kwargs.values()], values)
+    if pending is not None:
+        if known.sliced is not None:  # the call was watched and cut: later calls of the structure carry the cut
+            cut, cut_key, _ = known.sliced
+            pending = op.sites.compile(args, kwargs, known, cut_key, cut, pending)
+        op.sites.add(args, kwargs, pending.call, pending.key, pending)
+    return result
 
 
 class _KernelState:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..serialize import OpaqueLeafError, _caches, deserialize_args, serialize_args, type_as_str_with_info
+from ..serialize import OpaqueLeafError, _cache_slice, _caches, deserialize_args, serialize_args, type_as_str_with_info
 from ..type_info import TreeWithCachesInfo, _parse_cached
 from ._error import CustomOpError
 from ._shapes import Rule
@@ -44,6 +44,15 @@ class Call:
     out_devices: tuple[Any, ...] = ()
     shapes: list[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = field(default_factory=list)
     rules: list[list[Rule]] | None = None
+    # Note [cache slices]: the caches this call carries cut, as (argument, its number of layers, the positions
+    # carried); the argument's kind then describes the carried layers only
+    slices: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+    owner: str = ""  # the operator, named by the spare layers' errors
+    # of a call carrying its caches whole: the call carrying only the layers its first call touched, its key, and
+    # which of this call's tensors it takes; ``probed`` once the touches were watched
+    sliced: tuple[Call, str, tuple[int, ...]] | None = field(default=None, repr=False)
+    probed: bool = False
+    spare: dict[int, list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def learn_outputs(self, kinds: tuple[str, ...], constants: dict[int, Any], n_flat: int, output: Any, caches: Sequence[Any]) -> None:
         """Keep the structure of the first output seen for this call structure."""
@@ -122,8 +131,7 @@ def describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
                 "its updates can be written back (Note [write back] in piece_by_piece_serialize.custom_op)"
             )
     call = Call(kinds, len(args), tuple(kwargs), constants, n_flat, tuple(caches), frozenset(cache_tensors))
-    key = repr((call.kinds, call.keywords, tuple(sorted(constants.items()))))
-    return call, tensors, key
+    return call, tensors, key_of(call.kinds, call.keywords, constants)
 
 
 def merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> list[Any]:
@@ -136,11 +144,37 @@ def merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> lis
     return flat
 
 
+def key_of(kinds: Sequence[str], keywords: Sequence[str], constants: dict[int, Any], slices: tuple[Any, ...] = ()) -> str:
+    """The key of a call structure (Note [call keys]); a call carrying cut caches names them too."""
+    base = (tuple(kinds), tuple(keywords), tuple(sorted(constants.items())))
+    return repr((*base, slices) if slices else base)
+
+
+def spare_of(call: Call, arg: int) -> list[Any]:
+    """The spare layers a cut cache argument of ``call`` grows among (Note [cache slices]), made once per call."""
+    spare = call.spare.get(arg)
+    if spare is None:
+        n, positions = next((n, p) for a, n, p in call.slices if a == arg)
+        spare = call.spare[arg] = _cache_slice.spares(n, positions, call.owner or "a custom operator")
+    return spare
+
+
 def rebuild_arguments(call: Call, tensors: Sequence[Any]) -> tuple[Sequence[Any], dict[str, Any]]:
-    """The arguments of a call of structure ``call`` made of ``tensors`` (fresh objects; caches rebuilt)."""
+    """The arguments of a call of structure ``call`` made of ``tensors`` (fresh objects; caches rebuilt, a cut
+    one grown back to its length among spare layers: Note [cache slices])."""
     values = deserialize_args(merge(tensors, call.constants, call.n_flat) if call.constants else tensors, call.kinds)  # type: ignore[arg-type]  # a tuple of strings is accepted
+    for arg, _, positions in call.slices:
+        _cache_slice.grow(values[arg], positions, spare_of(call, arg))
     kwargs = dict(zip(call.keywords, values[call.n_positional :]))  # noqa: B905 - one value per keyword; strict= doubles zip's cost per call
     return values[: call.n_positional], kwargs
+
+
+def caches_after(call: Call, given: Sequence[Any]) -> list[Any]:
+    """The cache arguments of a call after it, each cut cache cut again to the layers it carries (Note [cache
+    slices]); ``given`` are the arguments as :func:`rebuild_arguments` made them."""
+    for arg, _, positions in call.slices:
+        _cache_slice.cut(given[arg], positions, spare_of(call, arg), call.owner or "a custom operator")
+    return [given[i] for i in call.caches]
 
 
 def flat_outputs(name: str, output: Any, caches: Sequence[Any]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int]:
@@ -163,7 +197,12 @@ def finish_call(call: Call, out: Sequence[Any], given: Sequence[Any], values: Se
     if values is None:
         values = deserialize_args(merge(out, call.out_constants, call.out_n_flat), list(call.out_kinds))
     for i, new in zip(call.caches, values[1:]):  # noqa: B905 - a new state per cache; strict= doubles zip's cost per call
-        _caches.write_back(given[i], new)
+        for arg, _, positions in call.slices:
+            if arg == i:
+                _cache_slice.write_back_layers(given[i], new, positions)
+                break
+        else:
+            _caches.write_back(given[i], new)
     output = values[0]
     for where, i in call.out_aliases:
         output = _put(output, where, given[call.caches[i]])

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..serialize import _caches
+from ..serialize._cache_match import cut_matcher
 from ..serialize._cache_match import matcher as cache_matcher
 from ..type_info import NoneInfo, ScalarInfo, TensorDictInfo, TensorInfo, TensorListInfo, _parse_cached
 from ._calls import Call, kind_and_flat
@@ -82,12 +83,28 @@ class Sites:
                 return site, out
         return None
 
-    def add(self, args: Sequence[Any], kwargs: dict[str, Any], call: Call, key: str) -> None:
-        """Remember the structure of a call the full route described as ``call`` and ``key``."""
+    def add(self, args: Sequence[Any], kwargs: dict[str, Any], call: Call, key: str, site: Site | None = None) -> None:
+        """Remember the structure of a call the full route described as ``call`` and ``key`` (or ``site``, compiled
+        by :meth:`compile` before the call)."""
         sites = self.by_shape.setdefault((len(args), *kwargs), [])
         if len(sites) < MAX_SITES:
+            sites.append(site if site is not None else self.compile(args, kwargs, call, key))
+
+    def compile(self, args: Sequence[Any], kwargs: dict[str, Any], call: Call, key: str, cut: Call | None = None,
+                base: Site | None = None) -> Site:  # fmt: skip
+        """The site of a call described as ``call``; with ``cut``, the site of its cut twin (Note [cut calls] in
+        :mod:`._slices`), whose cut caches are matched from the twin's description (``base``, the site of
+        ``call`` compiled before, gives the other arguments' matchers without reading the values again)."""
+        if base is None:
             whats = [f"{self.name}: positional argument {i}" for i in range(len(args))] + [f"{self.name}: argument {k!r}" for k in kwargs]
-            sites.append(Site(compile_values((*args, *kwargs.values()), call.kinds, whats), call, key))
+            base = Site(compile_values((*args, *kwargs.values()), call.kinds, whats), call, key)
+        if cut is None:
+            return base
+        matchers = list(base.matchers)
+        for arg, n_layers, positions in cut.slices:
+            info = _parse_cached(cut.kinds[arg])
+            matchers[arg] = _cache(cut_matcher(info, n_layers, positions, f"{self.name}: argument {arg}"), None)  # type: ignore[arg-type]  # a cut kind is a CacheInfo
+        return Site(matchers, cut, key)
 
 
 def match_values(matchers: Sequence[Matcher], values: Sequence[Any]) -> list[Any] | None:

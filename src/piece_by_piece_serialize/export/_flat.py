@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..custom_op._calls import Call, flat_outputs, rebuild_arguments
+from ..custom_op._calls import Call, caches_after, flat_outputs, rebuild_arguments
 from ._errors import PieceByPieceExportError
 
 
@@ -59,7 +59,7 @@ class FlatCall(torch.nn.Module):
             params = dict(zip(self.weights, tensors[:n], strict=True))
             output = torch.func.functional_call(self.module, params, tuple(args), kwargs)
         given = [*args, *kwargs.values()]
-        caches = [given[i] for i in call.caches]
+        caches = caches_after(call, given)  # a cut cache cut again (Note [cache slices] in ..serialize._cache_slice)
         kinds, out, constants, n_flat = flat_outputs(self.name, output, caches)
         if call.out_kinds is None:
             call.learn_outputs(kinds, constants, n_flat, output, caches)

@@ -19,6 +19,7 @@ package below it (:mod:`._reuse` for Note [shared programs]); torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
@@ -32,8 +33,9 @@ import torch
 
 from ..artifact._write import SavedPiece
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
-from ..custom_op._calls import flat_outputs
+from ..custom_op._calls import Call, flat_outputs
 from ..serialize import make_copy
+from ..serialize._cache_slice import cut_copy
 from ._blame import Failure, Watch, chain
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, varying_dims
@@ -73,8 +75,26 @@ def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> floa
     return worst
 
 
-def _flat_result(name: str, recorded: Recorded) -> list[Any]:
-    return flat_outputs(name, recorded.output, recorded.caches_after)[1]
+def _flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
+    """The flat outputs eager gave for a recorded call; for a cut ``call``, with only the cache layers it carries
+    (Note [cut calls] in :mod:`..custom_op._slices`)."""
+    caches = recorded.caches_after
+    if call is not None and call.slices:
+        cut = {arg: positions for arg, _, positions in call.slices}
+        caches = [cut_copy(c, cut[i]) if i in cut else c for i, c in zip(call.caches, caches, strict=True)]
+    return flat_outputs(name, recorded.output, caches)[1]
+
+
+def _cut(example: Example, op: Any) -> Example:
+    """``example``, a call of an operator's piece, as the operator carries it: a cache argument cut to the layers
+    the structure touches, if it is cut (Note [cut calls] in :mod:`..custom_op._slices`)."""
+    whole = op.calls.get(example.key)
+    if whole is None or whole.sliced is None:
+        return example
+    cut, key, kept = whole.sliced
+    fresh = dataclasses.replace(cut, out_kinds=None, out_constants={}, out_n_flat=0, out_aliases=(), out_dtypes=(),
+                                out_devices=(), shapes=[], rules=None, spare={})  # fmt: skip
+    return Example(example.args, example.kwargs, fresh, key, [example.tensors[i] for i in kept])
 
 
 class Job:
@@ -235,18 +255,19 @@ class Job:
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
-            described, specs = _described(calls)
+            described, specs = _described(calls, wrapper._pbp_op)
             start = time.perf_counter()
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
-                    program, _, _, donor_worst, key = out[donor]
+                    program, _, _, donor_worst, _ = out[donor]
                     worst = _check_alone(program, module, path, calls, described, names, runnables)
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
-                        out[path] = (program, None, time.perf_counter() - start, worst, key)
+                        # the key of its own calls: it may carry another cache layer (Note [renumbered layers])
+                        out[path] = (program, None, time.perf_counter() - start, worst, described[0].key)
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
-                out[path] = _export_alone(module, path, calls, names, runnables)
+                out[path] = _export_alone(module, path, calls, names, runnables, described, specs)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                 failed = out[path][1]
@@ -260,7 +281,9 @@ class Job:
         for path, wrapper in self.wrappers.items():
             op = wrapper._pbp_op
             program, _, _, _, key = own.get(path, (None, None, None, None, None))
-            out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), op.calls, program, key))
+            # a structure cut to the layers it touches is saved as its cut twin, which is what the programs call
+            calls = {k: c for k, c in op.calls.items() if c.sliced is None}
+            out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), calls, program, key))
         return out
 
     def piece_calls(self) -> dict[str, list[tuple[list[Any], list[Any]]]]:
@@ -272,8 +295,8 @@ class Job:
             calls = out.setdefault(path, [])
             for recording in self.recordings:
                 for recorded in recording.calls.get(path, [])[:1]:
-                    tensors = describe(tuple(recorded.args), dict(recorded.kwargs)).tensors
-                    calls.append(([*weights, *tensors], _flat_result(path, recorded)))
+                    example = _cut(describe(tuple(recorded.args), dict(recorded.kwargs)), wrapper._pbp_op)
+                    calls.append(([*weights, *example.tensors], _flat_result(path, recorded, example.call)))
         return out
 
     # ---- the report -------------------------------------------------------------------------------------
@@ -395,19 +418,20 @@ def _describe_example(example: Example) -> str:
     return f"{n} tensor{'s' if n != 1 else ''}: {shapes}{', ...' if n > 6 else ''}"
 
 
-def _described(calls: list[Recorded]) -> tuple[list[Example], list[Any]]:
-    """A piece's recorded calls described, and its dynamic dimensions: those that differ between the calls of the
-    first call's structure."""
-    described = [describe(tuple(c.args), dict(c.kwargs)) for c in calls]
+def _described(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]]:
+    """A piece's recorded calls described as its operator ``op`` carries them (cut: :func:`_cut`), and its dynamic
+    dimensions: those that differ between the calls of the first call's structure."""
+    described = [_cut(describe(tuple(c.args), dict(c.kwargs)), op) for c in calls]
     same = [d for d in described if d.key == described[0].key]
     return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
 
 
-def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any]) -> tuple[Any, Failure | None, float, float | None, str | None]:
+def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],
+                  described: list[Example], specs: list[Any]) -> tuple[Any, Failure | None, float, float | None, str | None]:  # fmt: skip
     """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
-    dimensions those that differ between its recorded calls; with the key of the call structure it computes."""
+    dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`_described`); with
+    the key of the call structure it computes."""
     start = time.perf_counter()
-    described, specs = _described(calls)
     own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
     weights = [own[n] for n in names]
     flat = FlatCall(module, described[0].call, path, names)
@@ -438,5 +462,5 @@ def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[R
             with torch.no_grad():
                 # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
                 got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
-            worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
+            worst = max(worst, max_abs_diff(_flat_result(path, recorded, example.call), list(got), f"the program of {path}"))
     return worst

@@ -173,3 +173,27 @@ def _dynamic(layer_cls: type, tensor: Any) -> _LayerMatcher:
 
     match.tensors_only = True  # type: ignore[attr-defined]  # read by matcher(): its items are the tensors checked above
     return match
+
+
+def cut_matcher(info: CacheInfo, n_layers: int, positions: tuple[int, ...], what: str) -> Matcher:
+    """A matcher for caches of ``n_layers`` layers carried cut to the layers at ``positions``, which ``info``
+    describes (Note [cache slices] in :mod:`._cache_slice`): the cache's class, options and number of layers as
+    :func:`_plain` reads them, and the carried layers only; their items are appended, the other layers' are not
+    read (the call never uses them: their spares refuse it)."""
+    _caches._loaded()
+    cls = _caches.BY_NAME[info.name].cls
+    replicate = None if info.option("n") else _caches._DynamicLayer
+    checks = [(i, _layer(i, layer, what)) for i, layer in zip(positions, info.layers, strict=True)]
+
+    def match(cache: Any, out: list[Any]) -> bool:
+        layers = _layers(cache, cls, replicate, n_layers)
+        if layers is None:
+            return False
+        start = len(out)
+        for i, check in checks:
+            if not check(layers[i], out):
+                del out[start:]
+                return False
+        return True
+
+    return match
