@@ -25,18 +25,20 @@ Imports: :mod:`._errors`, :mod:`._manifest`; torch and sympy on use.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import operator
+import os
 import zipfile
 from collections.abc import Iterator
 from typing import Any
 
 from ._errors import ArtifactError
-from ._manifest import MANIFEST_FILE, Manifest, read_manifest
+from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
+from ._program import MAX_PROGRAM_BYTES, check_program
+from ._program import dotted as _dotted
 
-# The largest program description read (bytes); weights are bounded by their own metadata.
-MAX_PROGRAM_BYTES = 1 << 30
 # keyword arguments torch's sympy expressions carry (assumptions of a Symbol, the precision of a Float)
 _SYMPY_KEYWORDS = {"positive", "negative", "nonnegative", "nonpositive", "integer", "real", "finite", "nonzero", "evaluate", "zero", "precision"}
 
@@ -46,11 +48,16 @@ class Archive:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.size = os.path.getsize(path)
+        self.declared = 0  # bytes the payloads read so far declare: together at most the file's size
         try:
             self.zip = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, EOFError, ValueError) as exc:
             raise ArtifactError(path, f"not an archive (a zip file): {exc}") from None
         names = self.zip.namelist()
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ArtifactError(path, f"the archive holds {twice} twice (a reader could take either copy)")
         tops = {n.partition("/")[0] for n in names}
         if len(tops) != 1 or not all("/" in n for n in names):
             raise ArtifactError(path, "not a PT2 archive: its files are not all in one folder")
@@ -88,7 +95,15 @@ class Archive:
             raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
 
     def manifest(self) -> Manifest:
-        return read_manifest(self.read(f"extra/{MANIFEST_FILE}", 1 << 26), self.path)
+        return read_manifest(self.read(f"extra/{MANIFEST_FILE}", MAX_MANIFEST_BYTES), self.path)
+
+    def namespace(self) -> str:
+        """The namespace the archive's operators are registered in: ``pbp_`` and a digest of every member's name,
+        size and CRC (the zip's own, so the weights are not hashed again), never a name the file chooses."""
+        digest = hashlib.sha256()
+        for info in sorted(self.zip.infolist(), key=lambda i: i.filename):
+            digest.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\0".encode())
+        return "pbp_" + digest.hexdigest()[:20]
 
     def json(self, member: str, limit: int = MAX_PROGRAM_BYTES) -> Any:
         try:
@@ -98,46 +113,80 @@ class Archive:
 
     # ---- a program -------------------------------------------------------------------------------------
 
-    def program(self, name: str) -> Any:
-        """The exported program ``name`` of the archive, checked, then deserialized by torch."""
-        if not name.isidentifier():
+    def program(self, name: str, rename: tuple[str, str] | None = None) -> Any:
+        """The exported program ``name`` of the archive, checked, then deserialized by torch; ``rename`` maps the
+        namespace the file's operators are called in to the one they are registered in."""
+        if not name.isidentifier() or not name.isascii():
             raise ArtifactError(self.path, f"{name!r} is not a program name")
         if f"data/weights/{name}.pt" in self.names or f"data/constants/{name}.pt" in self.names:
             raise ArtifactError(self.path, f"the program {name} has legacy pickled weights or constants")
         member = f"models/{name}.json"
-        serialized = self.json(member)
-        _check_program(serialized, self.path, member)
+        serialized = check_program(self.json(member), self.path, member)
+        if rename is not None:
+            _rename(serialized, *rename)
+        _check_program(serialized, self.path, member, None if rename is None else rename[1])
         state_dict = self._payloads(f"data/weights/{name}_weights_config.json", "data/weights/", "weight_")
         constants = self._payloads(f"data/constants/{name}_constants_config.json", "data/constants/", "tensor_")
+        _check_lifted(serialized, state_dict, constants, self.path, member)
         from torch._export.serde import schema
         from torch._export.serde.serialize import ExportedProgramDeserializer, _dict_to_dataclass
 
         try:
             program = _dict_to_dataclass(schema.ExportedProgram, serialized)  # type: ignore[no-untyped-call]  # unannotated in torch
             return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
-        except Exception as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
+        except (Exception, RecursionError) as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
             raise ArtifactError(self.path, f"{member} does not deserialize: {type(exc).__name__}: {exc}") from None
 
     def _payloads(self, config_member: str, directory: str, prefix: str) -> dict[str, Any]:
-        """The tensors of a weights or constants config: raw bytes only (Note [safe loading])."""
+        """The tensors of a weights or constants config: raw bytes only, each member read up to the extent its
+        tensors declare and no further (Note [safe loading])."""
         config = self.json(config_member, 1 << 28)
         if not isinstance(config, dict) or set(config) != {"config"} or not isinstance(config["config"], dict):
             raise ArtifactError(self.path, f"{config_member} is not a payload config")
-        bases: dict[str, Any] = {}
-        out: dict[str, Any] = {}
+        declared: list[tuple[str, str, Any, list[int], list[int], int, bool]] = []
+        need: dict[str, int] = {}  # bytes of each member the tensors in it reach
         for fqn, meta in config["config"].items():
             where = f"{config_member} entry {fqn!r}"
             if not _dotted(fqn):
-                raise ArtifactError(self.path, f"{where}: not a dotted name of identifiers")
+                raise ArtifactError(self.path, f"{where}: not a dotted name of ASCII identifiers")
             if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
                 raise ArtifactError(self.path, f"{where}: a pickled payload, which loading would unpickle; refused")
+            if set(meta) != _PAYLOAD_KEYS:
+                raise ArtifactError(self.path, f"{where}: expected the fields {sorted(_PAYLOAD_KEYS)}, got {sorted(meta)}")
             path_name = meta.get("path_name")
-            if not isinstance(path_name, str) or not path_name.startswith(prefix) or not path_name[len(prefix) :].isdigit():
+            if not isinstance(path_name, str) or not path_name.startswith(prefix) or not (path_name[len(prefix) :].isascii() and path_name[len(prefix) :].isdigit()):
                 raise ArtifactError(self.path, f"{where}: {path_name!r} is not a {prefix}<n> payload")
-            out[fqn] = self._tensor(meta, directory + path_name, where, bases)
+            member = directory + path_name
+            dtype, sizes, strides, offset, item = self._meta(meta, where)
+            extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True)) + 1 if math.prod(sizes) else 0
+            if member not in self.names:
+                raise ArtifactError(self.path, f"{where}: the archive has no {member}")
+            need[member] = max(need.get(member, 0), extent * item)
+            declared.append((fqn, member, dtype, sizes, strides, offset, bool(meta.get("is_param") is True and meta["tensor_meta"].get("requires_grad") is True)))
+        for member, nbytes in need.items():
+            size = self.zip.getinfo(self.prefix + member).file_size
+            if nbytes > size:
+                raise ArtifactError(self.path, f"{member}: its tensors reach byte {nbytes}, past its {size} bytes")
+        self.declared += sum(need.values())
+        if self.declared > self.size:
+            raise ArtifactError(self.path, f"{config_member}: the tensors read declare {self.declared} bytes, more than the file's {self.size}")
+        import torch
+
+        bases = {member: self._raw(member, nbytes) for member, nbytes in need.items()}
+        out: dict[str, Any] = {}
+        for fqn, member, dtype, sizes, strides, offset, grad in declared:
+            raw = bases[member]
+            item = torch.empty((), dtype=dtype).element_size()
+            if raw.numel() % item:
+                raise ArtifactError(self.path, f"{member}: read as {dtype} by one tensor and as another dtype by another")
+            base = raw.view(dtype) if raw.numel() else torch.empty(0, dtype=dtype)
+            tensor = torch.as_strided(base, sizes, strides, offset) if math.prod(sizes) else torch.empty(sizes, dtype=dtype)
+            meta = config["config"][fqn]
+            out[fqn] = torch.nn.Parameter(tensor, requires_grad=grad) if meta.get("is_param") is True else tensor
         return out
 
-    def _tensor(self, meta: dict[str, Any], member: str, where: str, bases: dict[str, Any]) -> Any:
+    def _meta(self, meta: dict[str, Any], where: str) -> tuple[Any, list[int], list[int], int, int]:
+        """The dtype, sizes, strides, offset and item size of a payload's tensor, checked."""
         import torch
         from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
 
@@ -148,26 +197,76 @@ class Archive:
         if dtype is None:
             raise ArtifactError(self.path, f"{where}: unknown dtype {tm.get('dtype')!r}")
         sizes, strides, offset = _ints(tm.get("sizes")), _ints(tm.get("strides")), _ints([tm.get("storage_offset")])
-        if sizes is None or strides is None or offset is None or len(sizes) != len(strides):
-            raise ArtifactError(self.path, f"{where}: sizes, strides and offset must be integers, as many sizes as strides")
+        if sizes is None or strides is None or offset is None or len(sizes) != len(strides) or len(sizes) > 64:
+            raise ArtifactError(self.path, f"{where}: sizes, strides and offset must be integers, as many sizes as strides (at most 64)")
         device = tm.get("device")
         if not isinstance(device, dict) or device.get("type") != "cpu":
             raise ArtifactError(self.path, f"{where}: only cpu tensors are read, not {device!r}")
-        item = torch.empty((), dtype=dtype).element_size()
-        if member not in bases:
-            data = self.read(member, 1 << 40)
-            if len(data) % item:
-                raise ArtifactError(self.path, f"{member}: {len(data)} bytes is not a whole number of {dtype} items")
-            bases[member] = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
-        base = bases[member]
-        numel = math.prod(sizes)
-        extent = offset[0] + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True)) + 1 if numel else 0
-        if base.dtype != dtype or extent > base.numel() or any(st < 0 for st in strides):
-            raise ArtifactError(self.path, f"{where}: the tensor does not fit the {base.numel()} items of {member}")
-        tensor = torch.as_strided(base, sizes, strides, offset[0]) if numel else torch.empty(sizes, dtype=dtype)
-        if meta.get("is_param") is True:
-            return torch.nn.Parameter(tensor, requires_grad=tm.get("requires_grad") is True)
-        return tensor
+        if math.prod(max(n, 1) for n in sizes) >= 2**62 or sum(n * st for n, st in zip(sizes, strides, strict=True)) + offset[0] >= 2**62:
+            raise ArtifactError(self.path, f"{where}: sizes {sizes} and strides {strides} overflow a tensor's extent")
+        return dtype, sizes, strides, offset[0], torch.empty((), dtype=dtype).element_size()
+
+    def _raw(self, member: str, nbytes: int) -> Any:
+        """The first ``nbytes`` of ``member`` as a byte tensor, read in place (no second copy)."""
+        import torch
+
+        buffer = bytearray(nbytes)
+        view = memoryview(buffer)
+        try:
+            with self.zip.open(self.prefix + member) as stream:
+                f: Any = stream  # a ZipExtFile, an io.BufferedIOBase: readinto is there
+                done = 0
+                while done < nbytes:
+                    n = f.readinto(view[done : done + _CHUNK])
+                    if not n:
+                        raise ArtifactError(self.path, f"{member} ends at byte {done}, before the {nbytes} its tensors declare")
+                    done += n
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            raise ArtifactError(self.path, f"{member} cannot be read: {exc}") from None
+        except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
+            raise ArtifactError(self.path, f"{member} cannot be read: {type(exc).__name__}: {exc}") from None
+        return torch.frombuffer(buffer, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+
+
+# the fields torch's PayloadMeta has; the tensor read in chunks of this many bytes
+_PAYLOAD_KEYS = frozenset({"path_name", "is_param", "use_pickle", "tensor_meta"})
+_CHUNK = 1 << 24
+
+
+def _rename(serialized: dict[str, Any], old: str, new: str) -> None:
+    """Call the operators of the namespace ``old`` in ``new``: the loader registers them in a namespace of its own
+    (Note [safe loading]), whatever the file names."""
+    prefix = f"torch.ops.{old}."
+    for node in serialized["graph_module"]["graph"]["nodes"]:
+        if node["target"].startswith(prefix):  # torch's dotted target, not our language
+            node["target"] = f"torch.ops.{new}." + node["target"][len(prefix) :]
+
+
+def _check_lifted(serialized: dict[str, Any], state_dict: dict[str, Any], constants: dict[str, Any], source: str, member: str) -> None:
+    """Each weight and constant the program lifts is in the payloads, with the dtype, sizes and strides of its
+    placeholder."""
+    from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
+
+    graph = serialized["graph_module"]["graph"]
+    for spec in serialized["graph_module"]["signature"]["input_specs"]:
+        (kind, body), = spec.items()
+        key = {"parameter": "parameter_name", "buffer": "buffer_name", "tensor_constant": "tensor_constant_name"}.get(kind)
+        if key is None:
+            continue
+        fqn, arg = body[key], body["arg"]["name"]
+        tensor = (constants if kind == "tensor_constant" else state_dict).get(fqn)
+        if tensor is None and kind == "buffer":
+            tensor = constants.get(fqn)  # a non-persistent buffer is stored with the constants
+        meta = graph["tensor_values"].get(arg)
+        if tensor is None or meta is None:
+            raise ArtifactError(source, f"{member}: the {kind} {fqn} has no " + ("payload" if tensor is None else "placeholder"))
+        sizes, strides = _ints(meta["sizes"]), _ints(meta["strides"])
+        if _SERIALIZE_TO_TORCH_DTYPE.get(meta["dtype"]) != tensor.dtype or sizes != list(tensor.shape) or strides != list(tensor.stride()):
+            raise ArtifactError(
+                source,
+                f"{member}: the {kind} {fqn} is a {tensor.dtype} {tuple(tensor.shape)} with strides {tensor.stride()} where its "
+                f"placeholder {arg} says {_SERIALIZE_TO_TORCH_DTYPE.get(meta['dtype'])} {sizes} with strides {strides}",
+            )
 
 
 def _no_constant(name: str) -> None:
@@ -185,11 +284,6 @@ def _ints(values: Any) -> list[int] | None:
     return out
 
 
-def _dotted(name: Any) -> bool:
-    """A weight's dotted name: identifiers and indices (``layers.0.weight``), nothing that could leave the quotes
-    torch's generated code puts it in."""
-    parts = name.split(".") if isinstance(name, str) and name else [""]  # a module path, not one of our languages
-    return all(p.isidentifier() or (p.isascii() and p.isdigit()) for p in parts)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -209,13 +303,17 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
             stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
 
 
-def _check_program(data: Any, source: str, member: str) -> None:
+def _check_program(data: Any, source: str, member: str, own: str | None = None) -> None:
     if not isinstance(data, dict) or not isinstance(data.get("graph_module"), dict):
         raise ArtifactError(source, f"{member} is not an exported program")
+    constraints = data.get("range_constraints")
+    for expr in constraints if isinstance(constraints, dict) else ():  # str of sympy expressions: plain ones only
+        if not _constraint_ok(expr):
+            raise ArtifactError(source, f"{member} at .range_constraints has the expression {expr!r}, which is not a plain sympy expression")
     for where, key, value, owner in _walk(data):
         bad = None
         if key == "target" and "inputs" in owner and "outputs" in owner:
-            bad = None if _allowed_target(value) else f"calls {value!r}, which is not a torch operator"
+            bad = None if _allowed_target(value, own) else f"calls {value!r}, which is not an allowed operator (Note [operator allowlist])"
         elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
             bad = f"names {value!r}, which is not a dotted name"
         elif key == "expr_str":
@@ -233,7 +331,7 @@ def _check_program(data: Any, source: str, member: str) -> None:
 _NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"})
 
 
-def _allowed_target(target: Any) -> bool:
+def _allowed_target(target: Any, own: str | None) -> bool:
     import torch
 
     if not isinstance(target, str):
@@ -249,15 +347,52 @@ def _allowed_target(target: Any) -> bool:
         return False
     if rest.startswith("sym_") and rest.isidentifier():
         return callable(getattr(torch, rest, None))
-    parts = rest.split(".")  # torch's dotted target, walked by attribute on torch.ops only
-    if not parts or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
+    parts = rest.split(".")  # torch's dotted target: torch.ops.<namespace>.<name>.<overload>
+    if len(parts) != 4 or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
         return False
-    obj: Any = torch
-    for part in parts:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return False
-    return isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator))
+    namespace = parts[1]
+    if namespace != own and namespace not in _OPERATOR_NAMESPACES:
+        return False  # looked up only where the rule may allow it: no torch.ops namespace is loaded by name
+    packet = getattr(getattr(torch.ops, namespace), parts[2], None)
+    op = getattr(packet, parts[3], None) if isinstance(packet, torch._ops.OpOverloadPacket) else None
+    return isinstance(op, torch._ops.OpOverload) and allowed_operator(op, own)
+
+
+# Note [operator allowlist]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# A node may call an operator of the artifact's own namespace (the one the loader registered it in), or an
+# ATen operator that computes on the tensors it is given and writes, if at all, only into the arguments its
+# schema declares written (``Tensor(a!)``): every ATen schema says what it writes, so an operator whose schema
+# is mutable without such an argument is refused. Refused by name, whatever their schemas say: file I/O
+# (``from_file``), views of raw storage (``as_strided`` and its variants, ``_reshape_alias``, whose extents
+# ATen does not check against the storage), and what changes a tensor's storage or metadata in place
+# (``set_``, ``resize_``; and by tag every ``inplace_view`` and ``out=`` overload). A library's custom
+# operator is allowed only when its namespace is in _OPERATOR_NAMESPACES (transformers' ``grouped_mm_fallback``,
+# registered by the model's own code) and its schema neither writes nor aliases. Nothing else of ``torch.ops``
+# is looked up. tests/artifact/test_operator_allowlist.py checks the rule against every operator the
+# exports of the tested model families emit (tests/corpus/artifact/emitted_operators.txt).
+_REFUSED_OPERATORS = frozenset({
+    "aten::from_file", "aten::_reshape_alias", "aten::_reshape_alias_copy", "aten::as_strided", "aten::as_strided_",
+    "aten::as_strided_copy", "aten::as_strided_scatter", "aten::set_", "aten::resize_", "aten::resize_as_",
+    "aten::_resize_output_", "aten::_set_", "aten::_unsafe_set_", "aten::set_data", "aten::_nested_view_from_buffer",
+    "aten::_nested_view_from_buffer_copy", "aten::_nested_view_from_jagged", "aten::record_stream",
+})  # fmt: skip
+_OPERATOR_NAMESPACES = frozenset({"aten", "transformers"})
+
+
+def allowed_operator(op: Any, own: str | None = None) -> bool:
+    """Whether a node may call the ``torch._ops.OpOverload`` ``op`` (Note [operator allowlist])."""
+    import torch
+
+    schema = op._schema
+    if op.namespace == own:
+        return True
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if schema.is_mutable and not written:
+        return False  # mutates what its schema does not say
+    if op.namespace == "aten":
+        return not (schema.name in _REFUSED_OPERATORS or torch.Tag.inplace_view in op.tags or torch.Tag.out in op.tags)
+    return op.namespace in _OPERATOR_NAMESPACES and not written and all(r.alias_info is None for r in schema.returns)
 
 
 _SYMPY_NAMES: frozenset[str] | None = None
@@ -308,6 +443,28 @@ def _name_or_number(text: str) -> bool:
         float(text)  # reads a number's spelling; runs nothing
     except ValueError:
         return False
+    return True
+
+
+def _constraint_ok(text: str) -> bool:
+    """A key of ``range_constraints`` as torch writes it, ``str`` of a sympy expression (``s13 + 4``): symbols,
+    integer literals of at most 64 bits, ``+ - * // %`` and parentheses, nothing sympy would evaluate at length.
+    (A stopgap until these are read by the grammar of issue 29's expression language.)"""
+    if not isinstance(text, str) or len(text) > 4096:
+        return False
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if not (node.id.isascii() and node.id.isidentifier()):
+                return False
+        elif isinstance(node, ast.Constant):
+            if type(node.value) is not int or abs(node.value) >= 2**64:
+                return False
+        elif not isinstance(node, (ast.Expression, ast.Load, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub)):
+            return False
     return True
 
 
