@@ -13,7 +13,9 @@ Seeds come from the real thing and from the test corpora, never typed by hand:
 * ``type_info``: the strings of ``tests/corpus/type_info/`` and, with the values marker, byte strings for the
   harness's values mode;
 * ``manifest``: artifact manifests the harness builds from pseudo-random choices, and the same choices for its
-  structured mode.
+  structured mode;
+* ``archive``: deterministic pseudo-random byte strings (choices of mutations of a real archive), few of them,
+  as each input loads an archive.
 
 Dictionaries list each language's literal terminals, read from the grammar through the project's grammar
 loader (so they cannot drift from ``grammars/``), plus, for schemas, the most frequent type texts, names and
@@ -38,6 +40,7 @@ TESTS_CORPUS = REPO_DIR / "tests" / "corpus"
 INPUT_SUFFIXES = {"schema": (".schema", ".txt", ".input"), "treespec": (".name",), "type_info": (".ti",)}
 
 N_RANDOM_SEEDS = 200
+N_ARCHIVE_SEEDS = 24  # each replays a load of a real archive (~0.1 s)
 N_TREE_NAMES = 300
 N_VALUE_SEEDS = 150
 DICT_TOKENS = 250
@@ -197,6 +200,7 @@ def main() -> int:
         + "".join(f'"\\"{key}\\""\n' for key in _MANIFEST_KEYS),
         encoding="utf-8",
     )
+    _write_corpus("archive", _random_seeds(6, N_ARCHIVE_SEEDS))
     return 0
 
 

@@ -41,6 +41,7 @@ TARGETS: dict[str, int] = {
     "type_info": 2048,
     "engine": 4096,
     "manifest": 8192,
+    "archive": 512,
 }
 
 TIMEOUT_S = 20  # per input; every target answers in milliseconds, so this only catches hangs

@@ -4,20 +4,35 @@ Note [safe loading]
 ~~~~~~~~~~~~~~~~~~~
 ``torch.export.load`` trusts its file: a weight or a constant marked as pickled is unpickled, sample inputs
 that fail the safe load are unpickled, every symbolic expression is given to ``sympy.sympify`` (which evaluates
-Python), the guards are compiled with ``exec``, and the names of weights end up in generated code. So an
-artifact is read here instead, with the archive opened by :mod:`zipfile` and torch's deserializer given only
-what was checked first:
+Python), the guards are compiled with ``exec``, and the names in a program end up in the Python source FX
+generates and compiles. So an artifact is read here instead, with the archive opened by :mod:`zipfile` and
+torch's deserializer given only what was checked first; the loader's contract is that a file either loads as
+the program it was saved with or is refused with :class:`ArtifactError` naming the archive and the member:
 
-* weights and constants are raw bytes, each checked against its dtype, shape, strides and offset; anything
-  marked as pickled, any custom or opaque object, any legacy ``.pt`` payload is refused; sample inputs are
-  not read at all;
-* in each program, every node's target is a ``torch.ops`` operator or a function of ``_operator``, ``math`` or
-  ``torch.sym_*``; every symbolic expression is, by Python's own parser, only calls of sympy classes and the
-  torch sympy functions on literals; every guard only compares sizes, strides and numbers of inputs named by
-  identifiers; every name of a weight, buffer or constant is a dotted identifier.
+* the archive: one folder, no member twice (a reader taking the first copy and one taking the last would see
+  different weights), a manifest of at most ``MAX_MANIFEST_BYTES``, program documents of at most
+  ``MAX_PROGRAM_BYTES``, each size checked before the member is decompressed;
+* each program document is read strictly against torch's own schema (Note [program documents] in
+  :mod:`._program`): unknown fields, wrong types, names that are not plain ASCII identifiers or dotted paths
+  of them, custom objects, nested graphs and pytree specs of other types are refused;
+* every node's target is an allowed operator (Note [operator allowlist]) or a function of ``_operator``,
+  ``math`` or ``torch.sym_*``; every symbolic expression is, by Python's own parser, only calls of sympy
+  classes and the torch sympy functions on literals; every guard only compares sizes, strides and numbers of
+  inputs named by identifiers; every range constraint is symbols and integers under ``+ - * // %``;
+* weights and constants are raw bytes: anything marked as pickled, any custom or opaque object, any legacy
+  ``.pt`` payload is refused; each tensor's sizes, strides, offset and item size give its extent (overflow
+  checked), the member is read up to that extent and no further, straight into the tensor's buffer, and the
+  extents read together must fit in the file (a compressed member cannot inflate past what the file holds);
+  sample inputs are not read at all; each weight's dtype, sizes and strides equal its placeholder's in the
+  program, and each piece program takes its operator's weights as the top program passes them and returns
+  the dtypes and devices its call records;
+* the operators are registered in a namespace made from a digest of the archive (every member's name, size
+  and CRC), never the one the file names: a file cannot take over ``quantized_decomposed`` or any namespace
+  of this process; the same archive loaded twice is refused as already registered;
+* all or nothing: whatever fails (a check, torch's deserializer, FX compiling the runnable module), every
+  operator the load registered is removed before the error propagates.
 
-Anything else raises :class:`ArtifactError` naming the archive and the member; a member that torch's
-deserializer still refuses is reported the same way.
+Any other refusal by torch's deserializer is reported the same way (an ``ArtifactError`` naming the member).
 
 Imports: :mod:`._errors`, :mod:`._manifest`; torch and sympy on use.
 """
@@ -182,6 +197,8 @@ class Archive:
             base = raw.view(dtype) if raw.numel() else torch.empty(0, dtype=dtype)
             tensor = torch.as_strided(base, sizes, strides, offset) if math.prod(sizes) else torch.empty(sizes, dtype=dtype)
             meta = config["config"][fqn]
+            if grad and not (dtype.is_floating_point or dtype.is_complex):
+                raise ArtifactError(self.path, f"{config_member} entry {fqn!r}: a {dtype} parameter cannot require gradients")
             out[fqn] = torch.nn.Parameter(tensor, requires_grad=grad) if meta.get("is_param") is True else tensor
         return out
 
