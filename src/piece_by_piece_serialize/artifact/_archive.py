@@ -98,6 +98,8 @@ class Archive:
             raise ArtifactError(self.path, f"{member} is {info.file_size} bytes, more than {limit}")
         try:
             return self.zip.read(info)
+        except MemoryError:
+            raise ArtifactError(self.path, f"{member} ({info.file_size} bytes) does not fit in memory") from None
         except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:  # truncated or corrupt member
             raise ArtifactError(self.path, f"{member} cannot be read: {exc}") from None
         except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
@@ -125,6 +127,8 @@ class Archive:
             return json.loads(self.text(member, limit), parse_constant=_no_constant)
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
+        except MemoryError:
+            raise ArtifactError(self.path, f"{member} does not fit in memory as JSON") from None
 
     # ---- a program -------------------------------------------------------------------------------------
 
