@@ -35,7 +35,6 @@ from ._archive import Archive
 from ._errors import ArtifactError
 from ._manifest import FORMAT, VERSION, Manifest, OperatorRecord
 from ._ops import LoadedOperator, call_of
-from ._program import check_program
 from ._runnable import CallStructureError, FlatProgramModule
 from ._state import check_instance, rebuild, resolve
 
@@ -135,8 +134,7 @@ def _check_calls(archive: Archive, manifest: Manifest) -> None:
     """The top program calls exactly the manifest's operators (checked on its JSON, before anything loads)."""
     prefix = f"torch.ops.{manifest.namespace}."
     called = set()
-    member = f"models/{manifest.program}.json"
-    for node in _nodes(check_program(archive.json(member), archive.path, member)):
+    for node in _nodes(archive.document(f"models/{manifest.program}.json")):
         target = node.get("target")
         if isinstance(target, str) and target.startswith(prefix):  # torch's dotted target, not our language
             name, _, overload = target[len(prefix) :].partition(".")

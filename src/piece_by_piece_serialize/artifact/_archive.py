@@ -64,6 +64,7 @@ class Archive:
     def __init__(self, path: str) -> None:
         self.path = path
         self.size = os.path.getsize(path)
+        self.documents: dict[str, Any] = {}
         self.declared = 0  # bytes the payloads read so far declare: together at most the file's size
         try:
             self.zip = zipfile.ZipFile(path)
@@ -114,6 +115,14 @@ class Archive:
     def manifest(self) -> Manifest:
         return read_manifest(self.read(f"extra/{MANIFEST_FILE}", MAX_MANIFEST_BYTES), self.path)
 
+    def document(self, member: str) -> Any:
+        """The program document ``member``, read strictly (Note [program documents]); checked once, handed out
+        once more (the loader reads the top program's calls before torch deserializes it)."""
+        found = self.documents.pop(member, None)
+        if found is None:
+            found = self.documents[member] = check_program(self.json(member), self.path, member)
+        return found
+
     def namespace(self) -> str:
         """The namespace the archive's operators are registered in: ``pbp_`` and a digest of every member's name,
         size and CRC (the zip's own, so the weights are not hashed again), never a name the file chooses."""
@@ -140,7 +149,7 @@ class Archive:
         if f"data/weights/{name}.pt" in self.names or f"data/constants/{name}.pt" in self.names:
             raise ArtifactError(self.path, f"the program {name} has legacy pickled weights or constants")
         member = f"models/{name}.json"
-        serialized = check_program(self.json(member), self.path, member)
+        serialized = self.document(member)
         if rename is not None:
             _rename(serialized, *rename)
         _check_program(serialized, self.path, member, None if rename is None else rename[1])
@@ -353,10 +362,24 @@ _NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_const
 
 
 def _allowed_target(target: Any, own: str | None) -> bool:
-    import torch
-
     if not isinstance(target, str):
         return False
+    if own is not None and target.startswith(f"torch.ops.{own}."):
+        return _allowed(target, own)  # registered by this load: looked up, never remembered
+    found = _ALLOWED.get(target)
+    if found is None:
+        found = _allowed(target, None)
+        if len(_ALLOWED) < 1 << 12:
+            _ALLOWED[target] = found
+    return found
+
+
+_ALLOWED: dict[str, bool] = {}  # the rule's answer for ATen and library targets: a program calls few, often
+
+
+def _allowed(target: str, own: str | None) -> bool:
+    import torch
+
     head, _, rest = target.partition(".")
     if head == "_operator":
         fn = getattr(operator, rest, None) if rest.isidentifier() else None

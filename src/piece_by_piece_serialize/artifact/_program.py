@@ -86,148 +86,227 @@ def dotted(name: Any) -> bool:
     return all(p.isidentifier() or p.isdigit() for p in name.split("."))  # a module path, not one of our languages
 
 
-class _Reader:
-    def __init__(self, source: str, member: str) -> None:
-        self.source, self.member = source, member
-        self.hints: dict[type, dict[str, Any]] = {}
+class _Bad(Exception):
+    """A refusal inside the document; ``path`` is filled, innermost part first, as it propagates (the success path
+    builds no path at all)."""
 
-    def fail(self, where: str, message: str) -> ArtifactError:
-        return ArtifactError(self.source, f"{self.member} at {where or '.'}: {message}")
+    def __init__(self, message: str, *path: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = list(reversed(path))
 
-    def fields(self, cls: type) -> dict[str, Any]:
-        found = self.hints.get(cls)
-        if found is None:
-            found = self.hints[cls] = typing.get_type_hints(cls)
-        return found
 
-    def value(self, data: Any, hint: Any, where: str, depth: int = 0) -> None:
-        """``data`` is a value of the schema type ``hint``."""
-        if depth > MAX_DEPTH:
-            raise self.fail(where, f"values nested more than {MAX_DEPTH} deep")
-        origin = typing.get_origin(hint)
-        if origin in (typing.Union, types.UnionType):
-            options = [a for a in typing.get_args(hint) if a is not type(None)]
-            if data is None and len(options) < len(typing.get_args(hint)):
-                return
-            (hint,) = options  # the schema's unions with None are Optional[T]
-            origin = typing.get_origin(hint)
-        if origin is list:
-            if not isinstance(data, list):
-                raise self.fail(where, f"expected a list, got {_kind(data)}")
-            (item,) = typing.get_args(hint)
+def _at(bad: _Bad, part: str) -> _Bad:
+    bad.path.append(part)
+    return bad
+
+
+Checker = typing.Callable[[Any, int], None]
+# one checker per schema type, made once per process from torch's dataclasses (their hints never change)
+_CHECKERS: dict[Any, Checker] = {}
+
+
+def _checker(hint: Any) -> Checker:
+    found = _CHECKERS.get(hint)
+    if found is None:
+        found = _compile(hint)
+    return found
+
+
+def _compile(hint: Any) -> Checker:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]  # the schema's unions are Optional[T]
+        item = _checker(inner)
+
+        def optional(data: Any, depth: int) -> None:
+            if data is not None:
+                item(data, depth)
+
+        return optional
+    if origin is list:
+        (inner,) = typing.get_args(hint)
+        item = _checker(inner)
+
+        def listed(data: Any, depth: int) -> None:
+            if type(data) is not list:
+                raise _Bad(f"expected a list, got {_kind(data)}")
             for i, x in enumerate(data):
-                self.value(x, item, f"{where}[{i}]", depth)
-        elif origin is dict:
-            if not isinstance(data, dict):
-                raise self.fail(where, f"expected an object, got {_kind(data)}")
-            _, item = typing.get_args(hint)
+                try:
+                    item(x, depth)
+                except _Bad as bad:
+                    raise _at(bad, f"[{i}]") from None
+
+        return listed
+    if origin is dict:
+        _, inner = typing.get_args(hint)
+        item = _checker(inner)
+
+        def mapping(data: Any, depth: int) -> None:
+            if type(data) is not dict:
+                raise _Bad(f"expected an object, got {_kind(data)}")
             for key, x in data.items():
-                self.value(x, item, f"{where}.{key}", depth)
-        elif isinstance(hint, type) and issubclass(hint, enum.IntEnum):
-            if type(data) is not int or data not in hint._value2member_map_:
-                raise self.fail(where, f"expected a {hint.__name__} value, got {_shown(data)}")
-        elif hint is bool:
-            if type(data) is not bool:
-                raise self.fail(where, f"expected a boolean, got {_kind(data)}")
-        elif hint is int:
-            if type(data) is not int or not -(2**63) <= data < 2**63:
-                raise self.fail(where, f"expected a 64-bit integer, got {_shown(data)}")
-        elif hint is float:
-            if not (type(data) in (int, float) or data in _FLOAT_WORDS):
-                raise self.fail(where, f"expected a number, got {_shown(data)}")
-        elif hint is str:
-            if not isinstance(data, str) or len(data) > MAX_STRING:
-                raise self.fail(where, f"expected a string of at most {MAX_STRING} characters, got {_kind(data)}")
-        elif dataclasses.is_dataclass(hint):
-            self.record(data, hint, where, depth)
-        else:  # pragma: no cover - a schema type this reader does not know: a newer torch
-            raise self.fail(where, f"the schema type {hint!r} is not known to this reader")
+                try:
+                    item(x, depth)
+                except _Bad as bad:
+                    raise _at(bad, f".{key}") from None
 
-    def record(self, data: Any, cls: Any, where: str, depth: int) -> None:
-        from torch._export.serde.union import _Union
+        return mapping
+    if isinstance(hint, type) and issubclass(hint, enum.IntEnum):
+        values, name = frozenset(hint._value2member_map_), hint.__name__
 
-        if not isinstance(data, dict):
-            raise self.fail(where, f"expected an object ({cls.__name__}), got {_kind(data)}")
-        hints = self.fields(cls)
-        unknown = [k for k in data if k not in hints]
-        if unknown:
-            raise self.fail(where, f"{cls.__name__} has no field {unknown[0]!r}")
-        if issubclass(cls, _Union):
-            if len(data) != 1:
-                raise self.fail(where, f"a {cls.__name__} holds exactly one of its members, got {len(data)}")
-        else:
-            required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-            missing = [k for k in required if k not in data]
-            if missing:
-                raise self.fail(where, f"{cls.__name__} without its field {missing[0]!r}")
-        name = cls.__name__
+        def member(data: Any, depth: int) -> None:
+            if type(data) is not int or data not in values:
+                raise _Bad(f"expected a {name} value, got {_shown(data)}")
+
+        return member
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    if dataclasses.is_dataclass(hint):
+        return _record(hint)
+    raise TypeError(f"the schema type {hint!r} is not known to this reader")  # a newer torch: found by the tests
+
+
+def _boolean(data: Any, depth: int) -> None:
+    if type(data) is not bool:
+        raise _Bad(f"expected a boolean, got {_kind(data)}")
+
+
+def _integer(data: Any, depth: int) -> None:
+    if type(data) is not int or not -(2**63) <= data < 2**63:
+        raise _Bad(f"expected a 64-bit integer, got {_shown(data)}")
+
+
+def _number(data: Any, depth: int) -> None:
+    if not (type(data) in (int, float) or data in _FLOAT_WORDS):
+        raise _Bad(f"expected a number, got {_shown(data)}")
+
+
+def _string(data: Any, depth: int) -> None:
+    if type(data) is not str or len(data) > MAX_STRING:
+        raise _Bad(f"expected a string of at most {MAX_STRING} characters, got {_kind(data)}")
+
+
+_SCALARS: dict[Any, Checker] = {bool: _boolean, int: _integer, float: _number, str: _string}
+_PLAIN, _IDENTIFIER, _DOTTED, _REFUSED = range(4)
+
+
+def _record(cls: Any) -> Checker:
+    """The checker of one schema dataclass: its fields, the names among them, and the checks of :func:`_extra`."""
+    from torch._export.serde.union import _Union
+
+    fields: dict[str, tuple[Checker, int]] = {}
+    name = cls.__name__
+    union = issubclass(cls, _Union)
+    required = frozenset(f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+
+    def record(data: Any, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise _Bad(f"values nested more than {MAX_DEPTH} deep")
+        if type(data) is not dict:
+            raise _Bad(f"expected an object ({name}), got {_kind(data)}")
         for key, value in data.items():
-            at = f"{where}.{key}"
-            if (name, key) in _NEVER and (issubclass(cls, _Union) or value):
-                raise self.fail(at, "holds what this library never writes (custom objects, tokens, nested graphs, gradients); refused")
-            self.value(value, hints[key], at, depth + 1 if key == "as_string_to_argument" else depth)
-            if (name, key) in _IDENTIFIER_FIELDS and not (value is None or identifier(value)):
-                raise self.fail(at, f"{_shown(value)} is not an ASCII identifier")
-            if (name, key) in _DOTTED_FIELDS and not dotted(value):
-                raise self.fail(at, f"{_shown(value)} is not a dotted path of ASCII identifiers")
-        self.extra(data, name, where)
+            spec = fields.get(key)
+            if spec is None:
+                raise _Bad(f"{name} has no field {key!r}")
+            check, kind = spec
+            try:
+                if kind == _REFUSED and (union or value):
+                    raise _Bad("holds what this library never writes (custom objects, tokens, nested graphs, gradients); refused")
+                check(value, depth + 1 if key == "as_string_to_argument" else depth)
+                if kind == _IDENTIFIER and not (value is None or identifier(value)):
+                    raise _Bad(f"{_shown(value)} is not an ASCII identifier")
+                if kind == _DOTTED and not dotted(value):
+                    raise _Bad(f"{_shown(value)} is not a dotted path of ASCII identifiers")
+            except _Bad as bad:
+                raise _at(bad, f".{key}") from None
+        if union and len(data) != 1:
+            raise _Bad(f"a {name} holds exactly one of its members, got {len(data)}")
+        if not union and not required <= data.keys():
+            raise _Bad(f"{name} without its field {sorted(required - data.keys())[0]!r}")
+        if extra is not None:
+            extra(data)
 
-    def extra(self, data: dict[str, Any], name: str, where: str) -> None:
-        """The checks of one record beyond its types: names in keys and lists, specs, metadata, ranks."""
-        if name == "Graph":
-            for table in ("tensor_values", "sym_int_values", "sym_bool_values", "sym_float_values"):
-                bad = next((k for k in data.get(table, {}) if not identifier(k)), None)
-                if bad is not None:
-                    raise self.fail(f"{where}.{table}", f"the key {_shown(bad)} is not an ASCII identifier")
-        elif name == "TensorMeta":
-            if len(data["sizes"]) > MAX_RANK or len(data["sizes"]) != len(data["strides"]):
-                raise self.fail(where, f"a tensor has at most {MAX_RANK} dimensions, as many strides as sizes")
-        elif name == "ModuleCallEntry":
-            if data["fqn"] != "" and not dotted(data["fqn"]):
-                raise self.fail(f"{where}.fqn", f"{_shown(data['fqn'])} is not a dotted path of ASCII identifiers")
-        elif name == "ModuleCallSignature":
-            names = data.get("forward_arg_names") or []
-            bad = next((n for n in names if not identifier(n)), None)
-            if bad is not None:
-                raise self.fail(f"{where}.forward_arg_names", f"{_shown(bad)} is not an ASCII identifier")
-            for key in ("in_spec", "out_spec"):
-                self.spec(data[key], f"{where}.{key}")
-        elif name == "Node":
-            for key, text in data["metadata"].items():
-                if key not in _METADATA_KEPT and key not in _METADATA_DROPPED:
-                    raise self.fail(f"{where}.metadata", f"the metadata {_shown(key)} is not torch's")
-                allowed = "\n" if key == "stack_trace" else ""
-                if any(not (" " <= c <= "~" or c in allowed) for c in text):
-                    raise self.fail(f"{where}.metadata.{key}", "holds a character other than printable ASCII")
+    _CHECKERS[cls] = record  # before its fields: the schema is recursive (an Argument holds Arguments)
+    hints = typing.get_type_hints(cls)
+    for key in (f.name for f in dataclasses.fields(cls)):
+        hint = hints[key]
+        kind = _IDENTIFIER if (name, key) in _IDENTIFIER_FIELDS else _DOTTED if (name, key) in _DOTTED_FIELDS else _REFUSED if (name, key) in _NEVER else _PLAIN
+        fields[key] = (_checker(hint), kind)
+    extra = _EXTRA.get(name)
+    return record
 
-    def spec(self, text: str, where: str) -> None:
-        """A pytree spec as torch writes it (``[1, {"type": ..., "context": ..., "children_spec": [...]}]``)."""
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError):
-            raise self.fail(where, "not a pytree spec (JSON)") from None
-        if not isinstance(parsed, list) or len(parsed) != 2 or parsed[0] != 1:
-            raise self.fail(where, "not a pytree spec of version 1")
-        stack = [(parsed[1], 0)]
-        while stack:
-            node, depth = stack.pop()
-            if depth > MAX_DEPTH or not isinstance(node, dict) or set(node) != {"type", "context", "children_spec"}:
-                raise self.fail(where, f"not a pytree spec node nested at most {MAX_DEPTH} deep")
-            kind, context, children = node["type"], node["context"], node["children_spec"]
-            if not isinstance(children, list):
-                raise self.fail(where, "a pytree spec node without a list of children")
-            if kind is None:
-                ok = context is None and not children
-            elif kind in ("builtins.tuple", "builtins.list"):
-                ok = context == "null"
-            elif kind == "builtins.dict":
-                keys = json.loads(context) if isinstance(context, str) and len(context) <= MAX_STRING else None
-                ok = isinstance(keys, list) and len(keys) == len(children) and all(identifier(k) for k in keys)
-            else:
-                raise self.fail(where, f"a pytree spec of a {_shown(kind)}: only tuples, lists and dicts are read")
-            if not ok:
-                raise self.fail(where, f"a pytree spec node of {kind or 'a leaf'} with the context {_shown(context)}")
-            stack.extend((c, depth + 1) for c in children)
+
+def _graph(data: dict[str, Any]) -> None:
+    for table in ("tensor_values", "sym_int_values", "sym_bool_values", "sym_float_values"):
+        bad = next((k for k in data.get(table, ()) if not identifier(k)), None)
+        if bad is not None:
+            raise _Bad(f"the key {_shown(bad)} is not an ASCII identifier", f".{table}")
+
+
+def _tensor_meta(data: dict[str, Any]) -> None:
+    if len(data["sizes"]) > MAX_RANK or len(data["sizes"]) != len(data["strides"]):
+        raise _Bad(f"a tensor has at most {MAX_RANK} dimensions, as many strides as sizes")
+
+
+def _module_call_entry(data: dict[str, Any]) -> None:
+    if data["fqn"] != "" and not dotted(data["fqn"]):
+        raise _Bad(f"{_shown(data['fqn'])} is not a dotted path of ASCII identifiers", ".fqn")
+
+
+def _module_call_signature(data: dict[str, Any]) -> None:
+    bad = next((n for n in data.get("forward_arg_names") or () if not identifier(n)), None)
+    if bad is not None:
+        raise _Bad(f"{_shown(bad)} is not an ASCII identifier", ".forward_arg_names")
+    for key in ("in_spec", "out_spec"):
+        _spec(data[key], f".{key}")
+
+
+def _node(data: dict[str, Any]) -> None:
+    for key, text in data["metadata"].items():
+        if key not in _METADATA_KEPT and key not in _METADATA_DROPPED:
+            raise _Bad(f"the metadata {_shown(key)} is not torch's", ".metadata")
+        if not text.isascii() or not (text.isprintable() or (key == "stack_trace" and text.replace("\n", "").isprintable())):
+            raise _Bad("holds a character other than printable ASCII", f".metadata.{key}")
+
+
+_EXTRA: dict[str, typing.Callable[[dict[str, Any]], None]] = {
+    "Graph": _graph, "TensorMeta": _tensor_meta, "ModuleCallEntry": _module_call_entry,
+    "ModuleCallSignature": _module_call_signature, "Node": _node,
+}  # fmt: skip
+
+
+def _spec(text: str, where: str) -> None:
+    """A pytree spec as torch writes it (``[1, {"type": ..., "context": ..., "children_spec": [...]}]``)."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _Bad("not a pytree spec (JSON)", where) from None
+    if not isinstance(parsed, list) or len(parsed) != 2 or parsed[0] != 1:
+        raise _Bad("not a pytree spec of version 1", where)
+    stack = [(parsed[1], 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH or not isinstance(node, dict) or set(node) != {"type", "context", "children_spec"}:
+            raise _Bad(f"not a pytree spec node nested at most {MAX_DEPTH} deep", where)
+        kind, context, children = node["type"], node["context"], node["children_spec"]
+        if not isinstance(children, list):
+            raise _Bad("a pytree spec node without a list of children", where)
+        if kind is None:
+            ok = context is None and not children
+        elif kind in ("builtins.tuple", "builtins.list"):
+            ok = context == "null"
+        elif kind == "builtins.dict":
+            try:
+                keys = json.loads(context) if isinstance(context, str) else None
+            except (ValueError, RecursionError):
+                keys = None
+            ok = isinstance(keys, list) and len(keys) == len(children) and all(identifier(k) for k in keys)
+        else:
+            raise _Bad(f"a pytree spec of a {_shown(kind)}: only tuples, lists and dicts are read", where)
+        if not ok:
+            raise _Bad(f"a pytree spec node of {kind or 'a leaf'} with the context {_shown(context)}", where)
+        stack.extend((c, depth + 1) for c in children)
 
 
 def check_program(data: Any, source: str, member: str) -> Any:
@@ -235,11 +314,12 @@ def check_program(data: Any, source: str, member: str) -> Any:
     it with the metadata torch would resolve by name removed. Raises :class:`ArtifactError` naming ``member``."""
     from torch._export.serde import schema
 
-    reader = _Reader(source, member)
     try:
-        reader.record(data, schema.ExportedProgram, "", 0)
+        _checker(schema.ExportedProgram)(data, 0)
+    except _Bad as bad:
+        raise ArtifactError(source, f"{member} at {''.join(reversed(bad.path)) or '.'}: {bad.message}") from None
     except RecursionError:
-        raise reader.fail("", "nested too deep") from None
+        raise ArtifactError(source, f"{member}: nested too deep") from None
     for node in _all_nodes(data["graph_module"]["graph"]):
         for key in _METADATA_DROPPED & node["metadata"].keys():
             del node["metadata"][key]
