@@ -16,7 +16,9 @@ Seeds come from the real thing and from the test corpora, never typed by hand:
 * ``manifest``: artifact manifests the harness builds from pseudo-random choices, and the same choices for its
   structured mode;
 * ``sym_expr``: the expressions of ``tests/corpus/sym_expr/`` (valid and invalid; the valid ones include what
-  real exports write) and, with the structured marker, byte strings for the harness's structured mode.
+  real exports write) and, with the structured marker, byte strings for the harness's structured mode;
+* ``archive``: deterministic pseudo-random byte strings (choices of mutations of a real archive), few of them,
+  as each input loads an archive.
 
 Dictionaries list each language's literal terminals, read from the grammar through the project's grammar
 loader (so they cannot drift from ``grammars/``), plus, for schemas, the most frequent type texts, names and
@@ -41,6 +43,7 @@ TESTS_CORPUS = REPO_DIR / "tests" / "corpus"
 INPUT_SUFFIXES = {"schema": (".schema", ".txt", ".input"), "treespec": (".name",), "type_info": (".ti",), "sym_expr": (".expr",)}
 
 N_RANDOM_SEEDS = 200
+N_ARCHIVE_SEEDS = 24  # each replays a load of a real archive (~0.1 s)
 N_TREE_NAMES = 300
 N_VALUE_SEEDS = 150
 DICT_TOKENS = 250
@@ -210,6 +213,7 @@ def main() -> int:
         encoding="utf-8",
     )
     _sym_expr()
+    _write_corpus("archive", _random_seeds(6, N_ARCHIVE_SEEDS))
     return 0
 
 

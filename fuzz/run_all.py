@@ -42,6 +42,7 @@ TARGETS: dict[str, int] = {
     "engine": 4096,
     "manifest": 8192,
     "sym_expr": 2048,
+    "archive": 512,
 }
 
 TIMEOUT_S = 20  # per input; every target answers in milliseconds, so this only catches hangs

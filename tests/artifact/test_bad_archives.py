@@ -150,8 +150,8 @@ def test_code_in_a_program_is_refused_and_never_runs(good: Path, tmp_path: Path)
     cases = [
         (expression, "has an expression that is refused: expected"),
         (guard, "which is not a comparison of sizes"),
-        (target, "calls 'builtins.eval', which is not a torch operator"),
-        (weight_name, "which is not a dotted name"),
+        (target, "calls 'builtins.eval', which is not an allowed operator"),
+        (weight_name, "is not a dotted path of ASCII identifiers"),
     ]
     for change, message in cases:
         path = _rewrite(good, tmp_path / f"{change.__name__}.pt2", "models/model.json", _json(change))

@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = REPO / "fuzz"
 REGRESSIONS = REPO / "tests" / "corpus" / "regressions"
-TARGETS = ("schema", "schema_structured", "treespec_name", "pytree_roundtrip", "type_info", "engine", "manifest", "sym_expr")
+TARGETS = ("schema", "schema_structured", "treespec_name", "pytree_roundtrip", "type_info", "engine", "manifest", "sym_expr", "archive")
 
 
 def _harness(target: str) -> ModuleType:

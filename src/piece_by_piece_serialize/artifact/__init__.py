@@ -19,6 +19,7 @@ them; torch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
 from collections.abc import Mapping, Sequence
@@ -88,19 +89,27 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
                     f"its class or an instance of it in implementations= to load it",
                 )
         _check_calls(archive, manifest)
+        # the operators are registered in a namespace of the archive's digest, not the one the file names
+        # (Note [safe loading]): the top program's calls are renamed to it as it is read
+        rename = (manifest.namespace, archive.namespace())
+        manifest = dataclasses.replace(manifest, namespace=rename[1])
         pieces = {name: archive.program(name) for name in sorted({o.program for o in manifest.operators if o.program})}
-        operators = _register(manifest, pieces, source)
-        try:
-            top = archive.program(manifest.program)
+        operators: list[LoadedOperator] = []
+        try:  # all or nothing: whatever fails below, no operator stays registered
+            operators = _register(manifest, pieces, source)
+            top = archive.program(manifest.program, rename)
             weights = _check_top(top, manifest, source)
-            _check_pieces(pieces, manifest, source)
+            _check_pieces(pieces, manifest, weights, source)
             for loaded in operators:
                 if loaded.record.program is None:
                     loaded.implementation = _implementation(loaded.record, weights[loaded.record.name], by_class, by_path, source)
+            try:
+                return LoadedPieceByPiece(top, manifest, operators)
+            except (Exception, RecursionError) as exc:  # FX compiling the program's code: reported as ours
+                raise ArtifactError(source, f"the program {manifest.program} cannot be made runnable: {type(exc).__name__}: {exc}") from None
         except BaseException:
             _close_all(operators)
             raise
-    return LoadedPieceByPiece(top, manifest, operators)
 
 
 def _register(manifest: Manifest, pieces: dict[str, Any], source: str) -> list[LoadedOperator]:
@@ -108,8 +117,8 @@ def _register(manifest: Manifest, pieces: dict[str, Any], source: str) -> list[L
     if taken:
         raise ArtifactError(
             source,
-            f"its operators ({manifest.namespace}::...) are already registered in this process, by the export that "
-            "made it or an earlier load: close that one first",
+            f"its operators ({manifest.namespace}::...) are already registered in this process, by an earlier load of "
+            "the same archive: close that one first",
         )
     operators: list[LoadedOperator] = []
     try:
@@ -125,7 +134,7 @@ def _check_calls(archive: Archive, manifest: Manifest) -> None:
     """The top program calls exactly the manifest's operators (checked on its JSON, before anything loads)."""
     prefix = f"torch.ops.{manifest.namespace}."
     called = set()
-    for node in _nodes(archive.json(f"models/{manifest.program}.json")):
+    for node in _nodes(archive.document(f"models/{manifest.program}.json")):
         target = node.get("target")
         if isinstance(target, str) and target.startswith(prefix):  # torch's dotted target, not our language
             name, _, overload = target[len(prefix) :].partition(".")
@@ -161,7 +170,9 @@ def _check_top(top: Any, manifest: Manifest, source: str) -> dict[str, list[Any]
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or target.namespace != manifest.namespace:
             continue
-        op = records[target._opname]
+        op = records.get(target._opname)
+        if op is None or len(node.args) != 3 or node.kwargs or not all(isinstance(a, (list, tuple)) for a in node.args[:2]):
+            raise ArtifactError(source, f"the program calls {target} with arguments that are not (tensors, weights, call)")
         tensors, given, key = node.args
         calls = {c.key: c for c in op.calls}
         if not isinstance(key, str) or key not in calls:
@@ -172,18 +183,21 @@ def _check_top(top: Any, manifest: Manifest, source: str) -> dict[str, list[Any]
                 f"the program calls {op.name} with {len(tensors)} tensors and {len(given)} weights where the manifest says "
                 f"{calls[key].n_tensors} and {len(op.weights)}",
             )
-        if any(n.op != "placeholder" or n.name not in lifted for n in given):
+        if any(not isinstance(n, torch.fx.Node) or n.op != "placeholder" or n.name not in lifted for n in given):
             raise ArtifactError(source, f"the program gives {op.name} weights that are not its parameters or buffers")
         weights[op.name] = [top.state_dict.get(lifted[n.name], top.constants.get(lifted[n.name])) for n in given]
     return weights
 
 
-def _check_pieces(pieces: dict[str, Any], manifest: Manifest, source: str) -> None:
+def _check_pieces(pieces: dict[str, Any], manifest: Manifest, weights: dict[str, list[Any]], source: str) -> None:
+    """Each piece's program takes its operator's weights as they are (dtype, shape, strides) and as many tensors
+    as its call passes, and returns the outputs its call records (their count, dtypes and devices)."""
     for op in manifest.operators:
         if op.program is None:
             continue
         record = next(c for c in op.calls if c.key == op.program_key)
-        signature = pieces[op.program].graph_signature
+        program = pieces[op.program]
+        signature = program.graph_signature
         want_in, want_out = len(op.weights) + record.n_tensors, record.n_out_tensors
         if len(signature.user_inputs) != want_in or len(signature.user_outputs) != want_out:
             raise ArtifactError(
@@ -191,6 +205,25 @@ def _check_pieces(pieces: dict[str, Any], manifest: Manifest, source: str) -> No
                 f"the program {op.program} of {op.piece} takes {len(signature.user_inputs)} tensors and returns "
                 f"{len(signature.user_outputs)} where its operator passes {want_in} and expects {want_out}",
             )
+        values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op in ("placeholder", "output")}
+        for name, weight in zip(signature.user_inputs, weights[op.name], strict=False):
+            val = values.get(name)
+            if not isinstance(val, torch.Tensor) or val.dtype != weight.dtype or tuple(val.shape) != tuple(weight.shape) or val.stride() != weight.stride():
+                raise ArtifactError(
+                    source,
+                    f"the program {op.program} of {op.piece} takes its input {name} as {_described(val)} where the weight "
+                    f"its operator passes is {_described(weight)}",
+                )
+        outputs = next(n for n in program.graph.nodes if n.op == "output").args[0]
+        got = [(str(o.meta["val"].dtype).removeprefix("torch."), str(o.meta["val"].device)) for o in outputs if hasattr(o, "meta") and isinstance(o.meta.get("val"), torch.Tensor)]
+        if got != list(zip(record.out_dtypes, record.out_devices, strict=True)):
+            raise ArtifactError(source, f"the program {op.program} of {op.piece} returns {got} where its operator's call records {list(zip(record.out_dtypes, record.out_devices, strict=True))}")
+
+
+def _described(value: Any) -> str:
+    if not isinstance(value, torch.Tensor):
+        return "no tensor"
+    return f"a {value.dtype} {tuple(value.shape)} with strides {value.stride()}"
 
 
 def _implementation(op: OperatorRecord, weights: list[Any], by_class: dict[str, Any], by_path: dict[str, Any], source: str) -> Any:

@@ -4,21 +4,37 @@ Note [safe loading]
 ~~~~~~~~~~~~~~~~~~~
 ``torch.export.load`` trusts its file: a weight or a constant marked as pickled is unpickled, sample inputs
 that fail the safe load are unpickled, every symbolic expression is given to ``sympy.sympify`` (which evaluates
-Python), the guards are compiled with ``exec``, and the names of weights end up in generated code. So an
-artifact is read here instead, with the archive opened by :mod:`zipfile` and torch's deserializer given only
-what was checked first:
+Python), the guards are compiled with ``exec``, and the names in a program end up in the Python source FX
+generates and compiles. So an artifact is read here instead, with the archive opened by :mod:`zipfile` and
+torch's deserializer given only what was checked first; the loader's contract is that a file either loads as
+the program it was saved with or is refused with :class:`ArtifactError` naming the archive and the member:
 
-* weights and constants are raw bytes, each checked against its dtype, shape, strides and offset; anything
-  marked as pickled, any custom or opaque object, any legacy ``.pt`` payload is refused; sample inputs are
-  not read at all;
-* in each program, every node's target is a ``torch.ops`` operator or a function of ``_operator``, ``math`` or
-  ``torch.sym_*``; every symbolic expression is read by our own grammar (:mod:`..sym_expr`) and built into its
+* the archive: one folder, no member twice (a reader taking the first copy and one taking the last would see
+  different weights), a manifest of at most ``MAX_MANIFEST_BYTES``, program documents of at most
+  ``MAX_PROGRAM_BYTES``, each size checked before the member is decompressed;
+* each program document is read strictly against torch's own schema (Note [program documents] in
+  :mod:`._program`): unknown fields, wrong types, names that are not plain ASCII identifiers or dotted paths
+  of them, custom objects, nested graphs and pytree specs of other types are refused;
+* every node's target is an allowed operator (Note [operator allowlist]) or a function of ``_operator``,
+  ``math`` or ``torch.sym_*``; every symbolic expression is read by our own grammar (:mod:`..sym_expr`) and built into its
   sympy object by our own code, and torch is handed that object in place of the text (Note [expressions as
-  objects]); every guard only compares sizes, strides and numbers of inputs named by
-  identifiers; every name of a weight, buffer or constant is a dotted identifier.
+  objects]); every guard only compares sizes, strides and numbers of inputs named by identifiers; every range
+  constraint is keyed by a short symbol name or an expression of the program, bounded by bounded integers
+  (Note [range constraint keys]);
+* weights and constants are raw bytes: anything marked as pickled, any custom or opaque object, any legacy
+  ``.pt`` payload is refused; each tensor's sizes, strides, offset and item size give its extent (overflow
+  checked), the member is read up to that extent and no further, straight into the tensor's buffer, and the
+  extents read together must fit in the file (a compressed member cannot inflate past what the file holds);
+  sample inputs are not read at all; each weight's dtype, sizes and strides equal its placeholder's in the
+  program, and each piece program takes its operator's weights as the top program passes them and returns
+  the dtypes and devices its call records;
+* the operators are registered in a namespace made from a digest of the archive (every member's name, size
+  and CRC), never the one the file names: a file cannot take over ``quantized_decomposed`` or any namespace
+  of this process; the same archive loaded twice is refused as already registered;
+* all or nothing: whatever fails (a check, torch's deserializer, FX compiling the runnable module), every
+  operator the load registered is removed before the error propagates.
 
-Anything else raises :class:`ArtifactError` naming the archive and the member; a member that torch's
-deserializer still refuses is reported the same way.
+Any other refusal by torch's deserializer is reported the same way (an ``ArtifactError`` naming the member).
 
 Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`..sym_expr`; torch and sympy on use.
 """
@@ -26,9 +42,11 @@ Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`..sym_expr`; torch and sympy 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import operator
+import os
 import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -36,10 +54,9 @@ from typing import Any
 from ..errors import SymExprError
 from ..sym_expr import Integer, is_symbol_name, read_sym_expr
 from ._errors import ArtifactError
-from ._manifest import MANIFEST_FILE, Manifest, read_manifest
-
-# The largest program description read (bytes); weights are bounded by their own metadata.
-MAX_PROGRAM_BYTES = 1 << 30
+from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
+from ._program import MAX_PROGRAM_BYTES, check_program
+from ._program import dotted as _dotted
 
 
 class Archive:
@@ -47,11 +64,17 @@ class Archive:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.size = os.path.getsize(path)
+        self.documents: dict[str, Any] = {}
+        self.declared = 0  # bytes the payloads read so far declare: together at most the file's size
         try:
             self.zip = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, EOFError, ValueError) as exc:
             raise ArtifactError(path, f"not an archive (a zip file): {exc}") from None
         names = self.zip.namelist()
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ArtifactError(path, f"the archive holds {twice} twice (a reader could take either copy)")
         tops = {n.partition("/")[0] for n in names}
         if len(tops) != 1 or not all("/" in n for n in names):
             raise ArtifactError(path, "not a PT2 archive: its files are not all in one folder")
@@ -77,6 +100,8 @@ class Archive:
             raise ArtifactError(self.path, f"{member} is {info.file_size} bytes, more than {limit}")
         try:
             return self.zip.read(info)
+        except MemoryError:
+            raise ArtifactError(self.path, f"{member} ({info.file_size} bytes) does not fit in memory") from None
         except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:  # truncated or corrupt member
             raise ArtifactError(self.path, f"{member} cannot be read: {exc}") from None
         except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
@@ -89,56 +114,110 @@ class Archive:
             raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
 
     def manifest(self) -> Manifest:
-        return read_manifest(self.read(f"extra/{MANIFEST_FILE}", 1 << 26), self.path)
+        return read_manifest(self.read(f"extra/{MANIFEST_FILE}", MAX_MANIFEST_BYTES), self.path)
+
+    def document(self, member: str) -> Any:
+        """The program document ``member``, read strictly (Note [program documents]); checked once, handed out
+        once more (the loader reads the top program's calls before torch deserializes it)."""
+        found = self.documents.pop(member, None)
+        if found is None:
+            found = self.documents[member] = check_program(self.json(member), self.path, member)
+        return found
+
+    def namespace(self) -> str:
+        """The namespace the archive's operators are registered in: ``pbp_`` and a digest of every member's name,
+        size and CRC (the zip's own, so the weights are not hashed again), never a name the file chooses."""
+        digest = hashlib.sha256()
+        for info in sorted(self.zip.infolist(), key=lambda i: i.filename):
+            digest.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\0".encode())
+        return "pbp_" + digest.hexdigest()[:20]
 
     def json(self, member: str, limit: int = MAX_PROGRAM_BYTES) -> Any:
         try:
             return json.loads(self.text(member, limit), parse_constant=_no_constant)
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
+        except MemoryError:
+            raise ArtifactError(self.path, f"{member} does not fit in memory as JSON") from None
 
     # ---- a program -------------------------------------------------------------------------------------
 
-    def program(self, name: str) -> Any:
-        """The exported program ``name`` of the archive, checked, then deserialized by torch."""
-        if not name.isidentifier():
+    def program(self, name: str, rename: tuple[str, str] | None = None) -> Any:
+        """The exported program ``name`` of the archive, checked, then deserialized by torch; ``rename`` maps the
+        namespace the file's operators are called in to the one they are registered in."""
+        if not name.isidentifier() or not name.isascii():
             raise ArtifactError(self.path, f"{name!r} is not a program name")
         if f"data/weights/{name}.pt" in self.names or f"data/constants/{name}.pt" in self.names:
             raise ArtifactError(self.path, f"the program {name} has legacy pickled weights or constants")
         member = f"models/{name}.json"
-        serialized = self.json(member)
-        _check_program(serialized, self.path, member)
+        serialized = self.document(member)
+        if rename is not None:
+            _rename(serialized, *rename)
+        _check_program(serialized, self.path, member, None if rename is None else rename[1])
         state_dict = self._payloads(f"data/weights/{name}_weights_config.json", "data/weights/", "weight_")
         constants = self._payloads(f"data/constants/{name}_constants_config.json", "data/constants/", "tensor_")
+        _check_lifted(serialized, state_dict, constants, self.path, member)
         from torch._export.serde import schema
         from torch._export.serde.serialize import ExportedProgramDeserializer, _dict_to_dataclass
 
         try:
             program = _dict_to_dataclass(schema.ExportedProgram, serialized)  # type: ignore[no-untyped-call]  # unannotated in torch
             return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
-        except Exception as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
+        except (Exception, RecursionError) as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
             raise ArtifactError(self.path, f"{member} does not deserialize: {type(exc).__name__}: {exc}") from None
 
     def _payloads(self, config_member: str, directory: str, prefix: str) -> dict[str, Any]:
-        """The tensors of a weights or constants config: raw bytes only (Note [safe loading])."""
+        """The tensors of a weights or constants config: raw bytes only, each member read up to the extent its
+        tensors declare and no further (Note [safe loading])."""
         config = self.json(config_member, 1 << 28)
         if not isinstance(config, dict) or set(config) != {"config"} or not isinstance(config["config"], dict):
             raise ArtifactError(self.path, f"{config_member} is not a payload config")
-        bases: dict[str, Any] = {}
-        out: dict[str, Any] = {}
+        declared: list[tuple[str, str, Any, list[int], list[int], int, bool]] = []
+        need: dict[str, int] = {}  # bytes of each member the tensors in it reach
         for fqn, meta in config["config"].items():
             where = f"{config_member} entry {fqn!r}"
             if not _dotted(fqn):
-                raise ArtifactError(self.path, f"{where}: not a dotted name of identifiers")
+                raise ArtifactError(self.path, f"{where}: not a dotted name of ASCII identifiers")
             if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
                 raise ArtifactError(self.path, f"{where}: a pickled payload, which loading would unpickle; refused")
+            if set(meta) != _PAYLOAD_KEYS:
+                raise ArtifactError(self.path, f"{where}: expected the fields {sorted(_PAYLOAD_KEYS)}, got {sorted(meta)}")
             path_name = meta.get("path_name")
-            if not isinstance(path_name, str) or not path_name.startswith(prefix) or not path_name[len(prefix) :].isdigit():
+            if not isinstance(path_name, str) or not path_name.startswith(prefix) or not (path_name[len(prefix) :].isascii() and path_name[len(prefix) :].isdigit()):
                 raise ArtifactError(self.path, f"{where}: {path_name!r} is not a {prefix}<n> payload")
-            out[fqn] = self._tensor(meta, directory + path_name, where, bases)
+            member = directory + path_name
+            dtype, sizes, strides, offset, item = self._meta(meta, where)
+            extent = offset + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True)) + 1 if math.prod(sizes) else 0
+            if member not in self.names:
+                raise ArtifactError(self.path, f"{where}: the archive has no {member}")
+            need[member] = max(need.get(member, 0), extent * item)
+            declared.append((fqn, member, dtype, sizes, strides, offset, bool(meta.get("is_param") is True and meta["tensor_meta"].get("requires_grad") is True)))
+        for member, nbytes in need.items():
+            size = self.zip.getinfo(self.prefix + member).file_size
+            if nbytes > size:
+                raise ArtifactError(self.path, f"{member}: its tensors reach byte {nbytes}, past its {size} bytes")
+        self.declared += sum(need.values())
+        if self.declared > self.size:
+            raise ArtifactError(self.path, f"{config_member}: the tensors read declare {self.declared} bytes, more than the file's {self.size}")
+        import torch
+
+        bases = {member: self._raw(member, nbytes) for member, nbytes in need.items()}
+        out: dict[str, Any] = {}
+        for fqn, member, dtype, sizes, strides, offset, grad in declared:
+            raw = bases[member]
+            item = torch.empty((), dtype=dtype).element_size()
+            if raw.numel() % item:
+                raise ArtifactError(self.path, f"{member}: read as {dtype} by one tensor and as another dtype by another")
+            base = raw.view(dtype) if raw.numel() else torch.empty(0, dtype=dtype)
+            tensor = torch.as_strided(base, sizes, strides, offset) if math.prod(sizes) else torch.empty(sizes, dtype=dtype)
+            meta = config["config"][fqn]
+            if grad and not (dtype.is_floating_point or dtype.is_complex):
+                raise ArtifactError(self.path, f"{config_member} entry {fqn!r}: a {dtype} parameter cannot require gradients")
+            out[fqn] = torch.nn.Parameter(tensor, requires_grad=grad) if meta.get("is_param") is True else tensor
         return out
 
-    def _tensor(self, meta: dict[str, Any], member: str, where: str, bases: dict[str, Any]) -> Any:
+    def _meta(self, meta: dict[str, Any], where: str) -> tuple[Any, list[int], list[int], int, int]:
+        """The dtype, sizes, strides, offset and item size of a payload's tensor, checked."""
         import torch
         from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
 
@@ -149,26 +228,76 @@ class Archive:
         if dtype is None:
             raise ArtifactError(self.path, f"{where}: unknown dtype {tm.get('dtype')!r}")
         sizes, strides, offset = _ints(tm.get("sizes")), _ints(tm.get("strides")), _ints([tm.get("storage_offset")])
-        if sizes is None or strides is None or offset is None or len(sizes) != len(strides):
-            raise ArtifactError(self.path, f"{where}: sizes, strides and offset must be integers, as many sizes as strides")
+        if sizes is None or strides is None or offset is None or len(sizes) != len(strides) or len(sizes) > 64:
+            raise ArtifactError(self.path, f"{where}: sizes, strides and offset must be integers, as many sizes as strides (at most 64)")
         device = tm.get("device")
         if not isinstance(device, dict) or device.get("type") != "cpu":
             raise ArtifactError(self.path, f"{where}: only cpu tensors are read, not {device!r}")
-        item = torch.empty((), dtype=dtype).element_size()
-        if member not in bases:
-            data = self.read(member, 1 << 40)
-            if len(data) % item:
-                raise ArtifactError(self.path, f"{member}: {len(data)} bytes is not a whole number of {dtype} items")
-            bases[member] = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
-        base = bases[member]
-        numel = math.prod(sizes)
-        extent = offset[0] + sum((s - 1) * st for s, st in zip(sizes, strides, strict=True)) + 1 if numel else 0
-        if base.dtype != dtype or extent > base.numel() or any(st < 0 for st in strides):
-            raise ArtifactError(self.path, f"{where}: the tensor does not fit the {base.numel()} items of {member}")
-        tensor = torch.as_strided(base, sizes, strides, offset[0]) if numel else torch.empty(sizes, dtype=dtype)
-        if meta.get("is_param") is True:
-            return torch.nn.Parameter(tensor, requires_grad=tm.get("requires_grad") is True)
-        return tensor
+        if math.prod(max(n, 1) for n in sizes) >= 2**62 or sum(n * st for n, st in zip(sizes, strides, strict=True)) + offset[0] >= 2**62:
+            raise ArtifactError(self.path, f"{where}: sizes {sizes} and strides {strides} overflow a tensor's extent")
+        return dtype, sizes, strides, offset[0], torch.empty((), dtype=dtype).element_size()
+
+    def _raw(self, member: str, nbytes: int) -> Any:
+        """The first ``nbytes`` of ``member`` as a byte tensor, read in place (no second copy)."""
+        import torch
+
+        buffer = bytearray(nbytes)
+        view = memoryview(buffer)
+        try:
+            with self.zip.open(self.prefix + member) as stream:
+                f: Any = stream  # a ZipExtFile, an io.BufferedIOBase: readinto is there
+                done = 0
+                while done < nbytes:
+                    n = f.readinto(view[done : done + _CHUNK])
+                    if not n:
+                        raise ArtifactError(self.path, f"{member} ends at byte {done}, before the {nbytes} its tensors declare")
+                    done += n
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            raise ArtifactError(self.path, f"{member} cannot be read: {exc}") from None
+        except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
+            raise ArtifactError(self.path, f"{member} cannot be read: {type(exc).__name__}: {exc}") from None
+        return torch.frombuffer(buffer, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+
+
+# the fields torch's PayloadMeta has; the tensor read in chunks of this many bytes
+_PAYLOAD_KEYS = frozenset({"path_name", "is_param", "use_pickle", "tensor_meta"})
+_CHUNK = 1 << 24
+
+
+def _rename(serialized: dict[str, Any], old: str, new: str) -> None:
+    """Call the operators of the namespace ``old`` in ``new``: the loader registers them in a namespace of its own
+    (Note [safe loading]), whatever the file names."""
+    prefix = f"torch.ops.{old}."
+    for node in serialized["graph_module"]["graph"]["nodes"]:
+        if node["target"].startswith(prefix):  # torch's dotted target, not our language
+            node["target"] = f"torch.ops.{new}." + node["target"][len(prefix) :]
+
+
+def _check_lifted(serialized: dict[str, Any], state_dict: dict[str, Any], constants: dict[str, Any], source: str, member: str) -> None:
+    """Each weight and constant the program lifts is in the payloads, with the dtype, sizes and strides of its
+    placeholder."""
+    from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
+
+    graph = serialized["graph_module"]["graph"]
+    for spec in serialized["graph_module"]["signature"]["input_specs"]:
+        (kind, body), = spec.items()
+        key = {"parameter": "parameter_name", "buffer": "buffer_name", "tensor_constant": "tensor_constant_name"}.get(kind)
+        if key is None:
+            continue
+        fqn, arg = body[key], body["arg"]["name"]
+        tensor = (constants if kind == "tensor_constant" else state_dict).get(fqn)
+        if tensor is None and kind == "buffer":
+            tensor = constants.get(fqn)  # a non-persistent buffer is stored with the constants
+        meta = graph["tensor_values"].get(arg)
+        if tensor is None or meta is None:
+            raise ArtifactError(source, f"{member}: the {kind} {fqn} has no " + ("payload" if tensor is None else "placeholder"))
+        sizes, strides = _ints(meta["sizes"]), _ints(meta["strides"])
+        if _SERIALIZE_TO_TORCH_DTYPE.get(meta["dtype"]) != tensor.dtype or sizes != list(tensor.shape) or strides != list(tensor.stride()):
+            raise ArtifactError(
+                source,
+                f"{member}: the {kind} {fqn} is a {tensor.dtype} {tuple(tensor.shape)} with strides {tensor.stride()} where its "
+                f"placeholder {arg} says {_SERIALIZE_TO_TORCH_DTYPE.get(meta['dtype'])} {sizes} with strides {strides}",
+            )
 
 
 def _no_constant(name: str) -> None:
@@ -186,11 +315,6 @@ def _ints(values: Any) -> list[int] | None:
     return out
 
 
-def _dotted(name: Any) -> bool:
-    """A weight's dotted name: identifiers and indices (``layers.0.weight``), nothing that could leave the quotes
-    torch's generated code puts it in."""
-    parts = name.split(".") if isinstance(name, str) and name else [""]  # a module path, not one of our languages
-    return all(p.isidentifier() or (p.isascii() and p.isdigit()) for p in parts)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -224,7 +348,7 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
 # text, which recurs across a program's nodes, is read once.
 
 
-def _check_program(data: Any, source: str, member: str) -> None:
+def _check_program(data: Any, source: str, member: str, own: str | None = None) -> None:
     """Check ``data``, a program's parsed JSON document, and replace each expression text in it by its sympy
     object (Note [expressions as objects])."""
     if not isinstance(data, dict) or not isinstance(data.get("graph_module"), dict):
@@ -233,7 +357,7 @@ def _check_program(data: Any, source: str, member: str) -> None:
     for where, key, value, owner in _walk(data):
         bad = None
         if key == "target" and "inputs" in owner and "outputs" in owner:
-            bad = None if _allowed_target(value) else f"calls {value!r}, which is not a torch operator"
+            bad = None if _allowed_target(value, own) else f"calls {value!r}, which is not an allowed operator (Note [operator allowlist])"
         elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
             bad = f"names {value!r}, which is not a dotted name"
         elif key == "expr_str":
@@ -321,11 +445,25 @@ def _range_constraints_problem(constraints: Any, expressions: Iterable[Any]) -> 
 _NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"})
 
 
-def _allowed_target(target: Any) -> bool:
-    import torch
-
+def _allowed_target(target: Any, own: str | None) -> bool:
     if not isinstance(target, str):
         return False
+    if own is not None and target.startswith(f"torch.ops.{own}."):
+        return _allowed(target, own)  # registered by this load: looked up, never remembered
+    found = _ALLOWED.get(target)
+    if found is None:
+        found = _allowed(target, None)
+        if len(_ALLOWED) < 1 << 12:
+            _ALLOWED[target] = found
+    return found
+
+
+_ALLOWED: dict[str, bool] = {}  # the rule's answer for ATen and library targets: a program calls few, often
+
+
+def _allowed(target: str, own: str | None) -> bool:
+    import torch
+
     head, _, rest = target.partition(".")
     if head == "_operator":
         fn = getattr(operator, rest, None) if rest.isidentifier() else None
@@ -337,15 +475,52 @@ def _allowed_target(target: Any) -> bool:
         return False
     if rest.startswith("sym_") and rest.isidentifier():
         return callable(getattr(torch, rest, None))
-    parts = rest.split(".")  # torch's dotted target, walked by attribute on torch.ops only
-    if not parts or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
+    parts = rest.split(".")  # torch's dotted target: torch.ops.<namespace>.<name>.<overload>
+    if len(parts) != 4 or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
         return False
-    obj: Any = torch
-    for part in parts:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return False
-    return isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator))
+    namespace = parts[1]
+    if namespace != own and namespace not in _OPERATOR_NAMESPACES:
+        return False  # looked up only where the rule may allow it: no torch.ops namespace is loaded by name
+    packet = getattr(getattr(torch.ops, namespace), parts[2], None)
+    op = getattr(packet, parts[3], None) if isinstance(packet, torch._ops.OpOverloadPacket) else None
+    return isinstance(op, torch._ops.OpOverload) and allowed_operator(op, own)
+
+
+# Note [operator allowlist]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~
+# A node may call an operator of the artifact's own namespace (the one the loader registered it in), or an
+# ATen operator that computes on the tensors it is given and writes, if at all, only into the arguments its
+# schema declares written (``Tensor(a!)``): every ATen schema says what it writes, so an operator whose schema
+# is mutable without such an argument is refused. Refused by name, whatever their schemas say: file I/O
+# (``from_file``), views of raw storage (``as_strided`` and its variants, ``_reshape_alias``, whose extents
+# ATen does not check against the storage), and what changes a tensor's storage or metadata in place
+# (``set_``, ``resize_``; and by tag every ``inplace_view`` and ``out=`` overload). A library's custom
+# operator is allowed only when its namespace is in _OPERATOR_NAMESPACES (transformers' ``grouped_mm_fallback``,
+# registered by the model's own code) and its schema neither writes nor aliases. Nothing else of ``torch.ops``
+# is looked up. tests/artifact/test_operator_allowlist.py checks the rule against every operator the
+# exports of the tested model families emit (tests/corpus/artifact/emitted_operators.txt).
+_REFUSED_OPERATORS = frozenset({
+    "aten::from_file", "aten::_reshape_alias", "aten::_reshape_alias_copy", "aten::as_strided", "aten::as_strided_",
+    "aten::as_strided_copy", "aten::as_strided_scatter", "aten::set_", "aten::resize_", "aten::resize_as_",
+    "aten::_resize_output_", "aten::_set_", "aten::_unsafe_set_", "aten::set_data", "aten::_nested_view_from_buffer",
+    "aten::_nested_view_from_buffer_copy", "aten::_nested_view_from_jagged", "aten::record_stream",
+})  # fmt: skip
+_OPERATOR_NAMESPACES = frozenset({"aten", "transformers"})
+
+
+def allowed_operator(op: Any, own: str | None = None) -> bool:
+    """Whether a node may call the ``torch._ops.OpOverload`` ``op`` (Note [operator allowlist])."""
+    import torch
+
+    schema = op._schema
+    if op.namespace == own:
+        return True
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if schema.is_mutable and not written:
+        return False  # mutates what its schema does not say
+    if op.namespace == "aten":
+        return not (schema.name in _REFUSED_OPERATORS or torch.Tag.inplace_view in op.tags or torch.Tag.out in op.tags)
+    return op.namespace in _OPERATOR_NAMESPACES and not written and all(r.alias_info is None for r in schema.returns)
 
 
 _GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})

@@ -20,6 +20,7 @@ Imports: :mod:`..type_info` (each type-info string is parsed when read); the sta
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -326,14 +327,46 @@ def _read_kinds(r: _Reader, data: Any, path: str) -> tuple[str, ...]:
     kinds = r.strings(data, path)
     for i, kind in enumerate(kinds):
         try:
-            parse_type_info(kind)
+            factory = _unlisted_factory(parse_type_info(kind))
         except TreeSpecNameError as exc:
             raise r.fail(
                 f"{path}[{i}]",
                 f"not a type-info string this process can rebuild: {exc.msg} (a class it names must be imported before "
                 "loading, as the model's code imports it: the loader imports nothing by name)",
             ) from None
+        if factory is not None:
+            raise r.fail(
+                f"{path}[{i}]",
+                f"a defaultdict whose factory is {factory}: a factory is a builtin container or number type or a class "
+                "registered as a pytree node, never another class found by name",
+            )
     return kinds
+
+
+def _unlisted_factory(info: Any) -> str | None:
+    """The first defaultdict factory in a parsed type-info string that is not allowed, by name, or None: the
+    factory runs whenever the rebuilt dict misses a key, so it comes from an allowlist (builtins, and classes
+    registered as pytree nodes), not from any module that happens to be loaded."""
+    import collections
+
+    import torch.utils._pytree as pytree
+
+    allowed = {None, list, dict, set, frozenset, tuple, int, float, complex, str, bytes, bool, collections.OrderedDict, collections.deque, collections.Counter}
+    stack, seen = [info], 0
+    while stack and seen < 1 << 16:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, pytree.TreeSpec):
+            if item.type is collections.defaultdict:
+                factory = item.context[0]
+                if factory not in allowed and factory not in pytree.SUPPORTED_NODES:
+                    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', factory)}"
+            stack.extend(item.children())
+        elif dataclasses.is_dataclass(item):
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+        elif isinstance(item, tuple):
+            stack.extend(item)
+    return None
 
 
 def _read_constants(r: _Reader, data: Any, path: str, n_flat: int) -> tuple[tuple[int, Scalar], ...]:
