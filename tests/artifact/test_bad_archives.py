@@ -216,9 +216,9 @@ _HOSTILE_RANGES = [
     ({"u1000000000": {"min_val": 0, "max_val": 5}}, "names 'u1000000000', which is neither a symbol's name of at most 8 characters nor an expression of the program"),
     ({"u 12": {"min_val": 0, "max_val": 5}}, "names 'u 12', which is neither"),  # int() reads " 12"
     ({"s0 + 99": {"min_val": 0, "max_val": 5}}, "names 's0 + 99', which is neither"),  # not an expression of the program
-    ({"s0": {"min_val": "__import__('os')", "max_val": 5}}, "which is not an integer or null"),
-    ({"s0": {"min_val": 0, "max_val": 10**30}}, "by a number too large: an integer has at most MAX_INTEGER_DIGITS=20 digits"),
-    ({"s0": {"min_val": 0, "max_val": 5, "evil": 1}}, "which is not a min_val and a max_val"),
+    ({"s0": {"min_val": "__import__('os')", "max_val": 5}}, "at .range_constraints.s0.min_val: expected a 64-bit integer"),  # the strict reader's
+    ({"s0": {"min_val": 0, "max_val": 10**30}}, "at .range_constraints.s0.max_val: expected a 64-bit integer"),  # the strict reader's
+    ({"s0": {"min_val": 0, "max_val": 5, "evil": 1}}, "at .range_constraints.s0: RangeConstraint has no field 'evil'"),  # the strict reader's
 ]
 
 
