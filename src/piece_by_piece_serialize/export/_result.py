@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -69,7 +69,10 @@ class PieceByPieceExport:
             model_class=self.report.model_class, pieces=self._saved,
         )  # fmt: skip
 
-    def to_onnx(self, path: str | os.PathLike[str], *, opset: int | None = None) -> OnnxExport:
+    def to_onnx(
+        self, path: str | os.PathLike[str], *, opset: int | None = None,
+        translations: Mapping[Any, Callable[..., Any]] | None = None,
+    ) -> OnnxExport:  # fmt: skip
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
         function called from the main graph, its weights passed as inputs; pieces that compute the same function
         (identical layers) share one. Dynamic dimensions are kept, and inputs and outputs are named after the
@@ -77,9 +80,13 @@ class PieceByPieceExport:
         ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
         each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
 
-        ``opset`` is the ONNX opset (torch's default when None). Needs the ``onnx`` extra. Returns an
+        ``opset`` is the ONNX opset (torch's default when None). ``translations`` maps an operator the programs
+        call that torch.onnx does not know (``torch.ops.<namespace>.<name>.default``) to its ONNX translation, a
+        function of the operator's arguments built from onnxscript ops (docs/onnx.md); transformers' experts
+        operator ``transformers::grouped_mm_fallback`` has one already. Needs the ``onnx`` extra. Returns an
         :class:`~piece_by_piece_serialize.onnx_export.OnnxExport`. Raises ``OnnxExportError`` (a ``ValueError``)
-        naming each piece that has no program of its own (its export failed) and why.
+        naming each piece that has no program of its own (its export failed) and why, or an operator that has
+        no translation and the hook that gives one.
         """
         from ..onnx_export import OnnxPiece, write_onnx
 
@@ -91,7 +98,7 @@ class PieceByPieceExport:
         inputs, outputs = _io_names(self._model, self._example, self._call)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
-            input_names=inputs, output_names=outputs, opset=opset,
+            input_names=inputs, output_names=outputs, opset=opset, translations=translations,
         )  # fmt: skip
         self.report.attach_onnx(written)
         self.pieces.update(self.report.pieces)
