@@ -76,7 +76,7 @@ class PieceByPieceExport:
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
         function called from the main graph, its weights passed as inputs; pieces that compute the same function
         (identical layers) share one. Dynamic dimensions are kept, and inputs and outputs are named after the
-        model's arguments (``input_ids``, ``cache.layers.0.keys``, ``output.logits``). The model passes
+        model's arguments (``input_ids``, ``past.layers.0.keys``, ``output.logits``). The model passes
         ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
         each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
 
@@ -99,15 +99,21 @@ class PieceByPieceExport:
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
             input_names=inputs, output_names=outputs, opset=opset, translations=translations,
+            dim_names=_dim_names(self._specs),
         )  # fmt: skip
         self.report.attach_onnx(written)
         self.pieces.update(self.report.pieces)
         return written
 
-    def _for_onnx(self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any]) -> None:
+    def _for_onnx(
+        self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any],
+        specs: Sequence[dict[int, Any] | None] = (),
+    ) -> None:  # fmt: skip
         """What :meth:`to_onnx` checks against and names by: the model, its first example, every example's flat
-        tensors with eager's outputs, each piece's recorded calls."""
+        tensors with eager's outputs, each piece's recorded calls, the dynamic shapes of the flat tensors (whose
+        ``Dim`` names name the ONNX file's dimensions)."""
         self._model, self._example, self._onnx_examples, self._onnx_calls = model, example, examples, calls
+        self._specs = list(specs)
 
     def close(self) -> None:
         """Free the operator names now (they are freed when this object is garbage collected anyway); the
@@ -117,6 +123,17 @@ class PieceByPieceExport:
     def __repr__(self) -> str:
         cut = self.report.behind_operators
         return f"<PieceByPieceExport of {self.report.model_class.__name__}: {len(cut)} pieces behind operators>"
+
+
+def _dim_names(specs: Sequence[dict[int, Any] | None]) -> list[dict[int, str]]:
+    """Per flat tensor, the name of each dimension the user gave a named ``Dim`` (a derived Dim and a hint name
+    none: their ONNX dimensions are named after the root's name or after where they first appear)."""
+    from torch.export.dynamic_shapes import _DerivedDim, _DimHint
+
+    return [
+        {d: str(dim.__name__) for d, dim in (spec or {}).items() if not isinstance(dim, (_DimHint, _DerivedDim, int)) and dim is not None}
+        for spec in specs
+    ]
 
 
 def _why_not(failure: Any) -> str:

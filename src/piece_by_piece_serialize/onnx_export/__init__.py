@@ -4,7 +4,7 @@
 model through ``torch.onnx.export(dynamo=True)``: the top program's graph with one node per piece, each a call
 of an ONNX local function of the domain ``pbp.pieces`` that takes the piece's inputs and its weights (Note
 [identical pieces]: pieces that compute the same function share one, so an N-layer model exports its layer
-once). Dynamic dimensions are kept; inputs and outputs get readable names (``cache.layers.0.keys``). The model
+once). Dynamic dimensions are kept; inputs and outputs get readable names (``past.layers.0.keys``). The model
 passes ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
 each of its pieces' recorded calls, against eager. An operator torch.onnx does not know (a library's custom
 operator, transformers' experts) is written through a translation (:mod:`._translations`): the library's, or the
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._dims import rename_dims
 from ._errors import OnnxExportError
 from ._functions import DOMAIN, Function, callee, export_function
 from ._pieces import PrunedPiece, prune
@@ -67,14 +68,15 @@ _log = logging.getLogger("piece_by_piece_serialize.onnx_export")
 def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
-    translations: Mapping[Any, Callable[..., Any]] | None = None,
+    translations: Mapping[Any, Callable[..., Any]] | None = None, dim_names: Sequence[Mapping[int, str]] = (),
 ) -> OnnxExport:  # fmt: skip
     """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
     ONNX local function, and check it with onnxruntime (see the module docstring). ``translations`` maps an
-    operator the programs call to its ONNX translation (:mod:`._translations`), before the library's own."""
+    operator the programs call to its ONNX translation (:mod:`._translations`), before the library's own;
+    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`)."""
     start = time.perf_counter()
     with _quiet_registry():
-        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, start)
+        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start)
 
 
 @contextlib.contextmanager
@@ -96,7 +98,7 @@ def _quiet_registry() -> Iterator[None]:
 def _write(
     path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None,
-    translations: Mapping[Any, Callable[..., Any]] | None, start: float,
+    translations: Mapping[Any, Callable[..., Any]] | None, dim_names: Sequence[Mapping[int, str]], start: float,
 ) -> OnnxExport:  # fmt: skip
     import onnx
     import torch
@@ -135,6 +137,7 @@ def _write(
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
+    rename_dims(model, program, input_names, dim_names)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
