@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._complex import as_real
 from ._dims import rename_dims
 from ._errors import OnnxExportError
 from ._functions import DOMAIN, Function, callee, export_function
@@ -112,7 +113,8 @@ def _write(
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
     for p in pieces:
         if id(p.program) not in by_object:
-            by_object[id(p.program)] = prune(p.program)
+            by_object[id(p.program)] = cut = prune(p.program)
+            cut.program = as_real(cut.program, f"the program of {p.path}")
     pruned = {p.path: by_object[id(p.program)] for p in pieces}
     operators = translation_table([program, *(cut.program for cut in by_object.values())], translations)
     functions: dict[str, Function] = {}
@@ -132,6 +134,7 @@ def _write(
     _check_calls(program, {_overload(p.qualname): p for p in pieces})
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
+    program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
     exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
