@@ -161,3 +161,35 @@ def test_mixture_of_experts_families_in_onnxruntime(family: str, mode: str, shap
         assert sum(map(len, written.functions.values())) == len(model.model.layers)
     diffs = [_max_diff(_run(tmp_path / "model.onnx", args, kwargs), _eager(model, args, kwargs)) for args, kwargs in cases]
     assert written.model_diff <= 1e-4 and max(diffs) <= 1e-4, (written.model_diff, diffs)
+
+
+def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_operator(tmp_path: Path) -> None:
+    import _toy_models as toy
+
+    model = toy.deep()  # top.mid.leaf branches on its data: it has no program, alone or in the model
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    piece = result.pieces["top.mid.leaf"]
+    assert piece.program is None and piece.own_export_failure is not None
+    namespace, _, name = piece.operator.partition("::")
+    operator = getattr(getattr(torch.ops, namespace), name).default
+    with pytest.raises(OnnxExportError, match=rf"give each its ONNX translation with to_onnx\(\.\.\., translations=\{{torch\.ops\.{namespace}\.{name}\.default: function\}}\)"):
+        result.to_onnx(tmp_path / "deep.onnx")
+
+    def branchy(tensors: Any, weights: Any, call: str) -> list[Any]:
+        from onnxscript import opset18 as op
+
+        (x,), (weight, bias) = tensors, weights
+        h = op.Add(op.MatMul(x, op.Transpose(weight, perm=[1, 0])), bias)
+        positive = op.Greater(op.ReduceSum(h, keepdims=0), op.CastLike(op.Constant(value_float=0.0), h))
+        two, one = op.CastLike(op.Constant(value_float=2.0), h), op.CastLike(op.Constant(value_float=1.0), h)
+        return [op.Where(positive, op.Mul(h, two), op.Sub(h, one))]
+
+    written = result.to_onnx(tmp_path / "deep.onnx", translations={operator: branchy})
+    assert written.model_diff <= 1e-6 and written.functions == {}
+    signs = set()
+    for seed in range(6):  # both branches
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(seed)) + (4.0 if seed % 2 else -4.0)
+        with torch.no_grad():
+            signs.add(bool(model.top.mid.leaf.lin(model.top.mid.before(x)).sum() > 0))
+        assert _max_diff(_run(tmp_path / "deep.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-5
+    assert signs == {True, False}

@@ -106,10 +106,18 @@ def _write(
 
     from ._verify import max_diff, runner
 
-    missing = [p for p in pieces if p.program is None]
+    given = translation_table([], translations)  # the user's, keyed by overload
+    missing = [p for p in pieces if p.program is None and _overload(p.qualname) not in given]
     if missing:
         listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
-        raise OnnxExportError(f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}")
+        hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
+        raise OnnxExportError(
+            f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}; give each its ONNX "
+            f"translation with to_onnx(..., translations={{{hook}}}), a function of the operator's (tensors, "
+            "weights, call) returning the list of its flat outputs (docs/onnx.md, 'Operators without a translation')"
+        )
+    # a piece the user translated is written by that translation, in the main graph; no function of its own
+    pieces = [p for p in pieces if p.program is not None]
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
     for p in pieces:
         if id(p.program) not in by_object:
