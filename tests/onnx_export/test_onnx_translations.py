@@ -138,7 +138,6 @@ _CASES = [
     ("qwen3_moe", "classes", "step"),
     ("mixtral", "automatic", "step"),
     ("deepseek_v3", "classes", "prefill"),
-    ("gpt_oss", "automatic", "prefill"),
 ]
 
 
