@@ -106,7 +106,7 @@ def export_piece_by_piece(
         else:
             program = job.export_with_classes(classes)
         checks = job.check_pieces()
-        own = job.own_programs()  # automatic mode too: a piece cut in the model's context may export alone
+        own = job.own_programs() if classes is not None else {}
         whole = job.check_program(program, references)
     except BaseException:
         job.close()
