@@ -97,6 +97,9 @@ def test_identical_layers_share_one_function_and_onnxruntime_equals_eager(family
     session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask"]
     assert session.get_outputs()[0].name == "output.logits"
+    # the dynamic dimensions carry the names of the user's Dims, inputs and outputs alike
+    assert [i.shape for i in session.get_inputs()] == [["batch", "seq"], ["batch", "seq"]]
+    assert session.get_outputs()[0].shape == ["batch", "seq", tiny.VOCAB]
     for batch, n in ((1, 3), (4, 11), (2, 70)):
         x = tiny.ids(n, batch, seed=5)
         kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
@@ -116,7 +119,17 @@ def test_a_decode_step_with_its_cache_in_and_out(family: str, functions: int, tm
     calls = _functions(tmp_path / "step.onnx")
     assert len(calls) == functions and sum(calls.values()) == len(model.model.layers)  # though each updates its own slot
     session = onnxruntime.InferenceSession(str(tmp_path / "step.onnx"), providers=["CPUExecutionProvider"])
-    assert [i.name for i in session.get_inputs()][:3] == ["input_ids", "cache.layers.0.keys", "cache.layers.0.values"]
+    # Note [cache names]: the cache given is past, the cache given back present, layer by layer; the cache argument
+    # after the call (its tensors are the output cache's) past.updated
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    assert [i.name for i in inputs][:3] == ["input_ids", "past.layers.0.keys", "past.layers.0.values"]
+    assert [o.name for o in outputs][:3] == ["output.logits", "present.layers.0.keys", "present.layers.0.values"]
+    assert "past.updated.layers.0.keys" in [o.name for o in outputs]
+    # sizes no Dim named (two examples) are named where they first appear, and a size computed from them so
+    assert inputs[0].shape == ["input_ids.shape[0]", "input_ids.shape[1]"]
+    if family == "llama":  # a cache that grows: its length the past's and the new tokens'
+        assert inputs[1].shape == ["input_ids.shape[0]", 2, "past.layers.0.keys.shape[2]", 8]
+        assert outputs[1].shape[2] == "input_ids.shape[1] + past.layers.0.keys.shape[2]"
     for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 5)):  # pasts past mistral's window of 5, as the examples
         _, ours = tiny.prefill(model, past, batch=batch)
         x = tiny.ids(new, batch, seed=9)

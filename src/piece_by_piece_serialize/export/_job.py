@@ -260,7 +260,10 @@ class Job:
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, _ = out[donor]
-                    worst = _check_alone(program, module, path, calls, described, names, runnables)
+                    try:
+                        worst = _check_alone(program, module, path, calls, described, names, runnables)
+                    except Exception:  # a guard of the donor's program refuses one of this piece's calls
+                        continue
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
                         # the key of its own calls: it may carry another cache layer (Note [renumbered layers])
                         out[path] = (program, None, time.perf_counter() - start, worst, described[0].key)
@@ -443,7 +446,11 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
-    return program, None, seconds, _check_alone(program, module, path, calls, described, names, runnables), described[0].key
+    try:
+        worst = _check_alone(program, module, path, calls, described, names, runnables)
+    except Exception as exc:  # its program refuses another of its recorded calls (a guard on a size): it has none
+        return None, Failure.of(exc), time.perf_counter() - start, None, None
+    return program, None, seconds, worst, described[0].key
 
 
 def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],

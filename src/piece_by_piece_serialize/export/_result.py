@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -69,17 +69,24 @@ class PieceByPieceExport:
             model_class=self.report.model_class, pieces=self._saved,
         )  # fmt: skip
 
-    def to_onnx(self, path: str | os.PathLike[str], *, opset: int | None = None) -> OnnxExport:
+    def to_onnx(
+        self, path: str | os.PathLike[str], *, opset: int | None = None,
+        translations: Mapping[Any, Callable[..., Any]] | None = None,
+    ) -> OnnxExport:  # fmt: skip
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
         function called from the main graph, its weights passed as inputs; pieces that compute the same function
         (identical layers) share one. Dynamic dimensions are kept, and inputs and outputs are named after the
-        model's arguments (``input_ids``, ``cache.layers.0.keys``, ``output.logits``). The model passes
+        model's arguments (``input_ids``, ``past.layers.0.keys``, ``output.logits``). The model passes
         ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
         each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
 
-        ``opset`` is the ONNX opset (torch's default when None). Needs the ``onnx`` extra. Returns an
+        ``opset`` is the ONNX opset (torch's default when None). ``translations`` maps an operator the programs
+        call that torch.onnx does not know (``torch.ops.<namespace>.<name>.default``) to its ONNX translation, a
+        function of the operator's arguments built from onnxscript ops (docs/onnx.md); transformers' experts
+        operator ``transformers::grouped_mm_fallback`` has one already. Needs the ``onnx`` extra. Returns an
         :class:`~piece_by_piece_serialize.onnx_export.OnnxExport`. Raises ``OnnxExportError`` (a ``ValueError``)
-        naming each piece that has no program of its own (its export failed) and why.
+        naming each piece that has no program of its own (its export failed) and why, or an operator that has
+        no translation and the hook that gives one.
         """
         from ..onnx_export import OnnxPiece, write_onnx
 
@@ -91,16 +98,22 @@ class PieceByPieceExport:
         inputs, outputs = _io_names(self._model, self._example, self._call)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
-            input_names=inputs, output_names=outputs, opset=opset,
+            input_names=inputs, output_names=outputs, opset=opset, translations=translations,
+            dim_names=_dim_names(self._specs),
         )  # fmt: skip
         self.report.attach_onnx(written)
         self.pieces.update(self.report.pieces)
         return written
 
-    def _for_onnx(self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any]) -> None:
+    def _for_onnx(
+        self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any],
+        specs: Sequence[dict[int, Any] | None] = (),
+    ) -> None:  # fmt: skip
         """What :meth:`to_onnx` checks against and names by: the model, its first example, every example's flat
-        tensors with eager's outputs, each piece's recorded calls."""
+        tensors with eager's outputs, each piece's recorded calls, the dynamic shapes of the flat tensors (whose
+        ``Dim`` names name the ONNX file's dimensions)."""
         self._model, self._example, self._onnx_examples, self._onnx_calls = model, example, examples, calls
+        self._specs = list(specs)
 
     def close(self) -> None:
         """Free the operator names now (they are freed when this object is garbage collected anyway); the
@@ -110,6 +123,17 @@ class PieceByPieceExport:
     def __repr__(self) -> str:
         cut = self.report.behind_operators
         return f"<PieceByPieceExport of {self.report.model_class.__name__}: {len(cut)} pieces behind operators>"
+
+
+def _dim_names(specs: Sequence[dict[int, Any] | None]) -> list[dict[int, str]]:
+    """Per flat tensor, the name of each dimension the user gave a named ``Dim`` (a derived Dim and a hint name
+    none: their ONNX dimensions are named after the root's name or after where they first appear)."""
+    from torch.export.dynamic_shapes import _DerivedDim, _DimHint
+
+    return [
+        {d: str(dim.__name__) for d, dim in (spec or {}).items() if not isinstance(dim, (_DimHint, _DerivedDim, int)) and dim is not None}
+        for spec in specs
+    ]
 
 
 def _why_not(failure: Any) -> str:

@@ -4,9 +4,11 @@
 model through ``torch.onnx.export(dynamo=True)``: the top program's graph with one node per piece, each a call
 of an ONNX local function of the domain ``pbp.pieces`` that takes the piece's inputs and its weights (Note
 [identical pieces]: pieces that compute the same function share one, so an N-layer model exports its layer
-once). Dynamic dimensions are kept; inputs and outputs get readable names (``cache.layers.0.keys``). The model
+once). Dynamic dimensions are kept; inputs and outputs get readable names (``past.layers.0.keys``). The model
 passes ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
-each of its pieces' recorded calls, against eager.
+each of its pieces' recorded calls, against eager. An operator torch.onnx does not know (a library's custom
+operator, transformers' experts) is written through a translation (:mod:`._translations`): the library's, or the
+user's, given to ``to_onnx(translations=...)``; one without is named before anything is exported.
 
 Invariants: a piece without a program of its own (its export failed) is refused by name, with why, never
 written as a broken model; the model is saved only after the checker passed.
@@ -22,13 +24,16 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._complex import as_real
+from ._dims import rename_dims
 from ._errors import OnnxExportError
 from ._functions import DOMAIN, Function, callee, export_function
 from ._pieces import PrunedPiece, prune
+from ._translations import check_translated, translation_table
 
 __all__ = ["OnnxExport", "OnnxPiece", "OnnxExportError", "write_onnx", "DOMAIN"]
 
@@ -64,12 +69,15 @@ _log = logging.getLogger("piece_by_piece_serialize.onnx_export")
 def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
+    translations: Mapping[Any, Callable[..., Any]] | None = None, dim_names: Sequence[Mapping[int, str]] = (),
 ) -> OnnxExport:  # fmt: skip
     """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
-    ONNX local function, and check it with onnxruntime (see the module docstring)."""
+    ONNX local function, and check it with onnxruntime (see the module docstring). ``translations`` maps an
+    operator the programs call to its ONNX translation (:mod:`._translations`), before the library's own;
+    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`)."""
     start = time.perf_counter()
     with _quiet_registry():
-        return _write(path, program, pieces, examples, input_names, output_names, opset, start)
+        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start)
 
 
 @contextlib.contextmanager
@@ -90,22 +98,33 @@ def _quiet_registry() -> Iterator[None]:
 
 def _write(
     path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
-    input_names: Sequence[str], output_names: Sequence[str], opset: int | None, start: float,
+    input_names: Sequence[str], output_names: Sequence[str], opset: int | None,
+    translations: Mapping[Any, Callable[..., Any]] | None, dim_names: Sequence[Mapping[int, str]], start: float,
 ) -> OnnxExport:  # fmt: skip
     import onnx
     import torch
 
     from ._verify import max_diff, runner
 
-    missing = [p for p in pieces if p.program is None]
+    given = translation_table([], translations)  # the user's, keyed by overload
+    missing = [p for p in pieces if p.program is None and _overload(p.qualname) not in given]
     if missing:
         listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
-        raise OnnxExportError(f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}")
+        hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
+        raise OnnxExportError(
+            f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}; give each its ONNX "
+            f"translation with to_onnx(..., translations={{{hook}}}), a function of the operator's (tensors, "
+            "weights, call) returning the list of its flat outputs (docs/onnx.md, 'Operators without a translation')"
+        )
+    # a piece the user translated is written by that translation, in the main graph; no function of its own
+    pieces = [p for p in pieces if p.program is not None]
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
     for p in pieces:
         if id(p.program) not in by_object:
-            by_object[id(p.program)] = prune(p.program)
+            by_object[id(p.program)] = cut = prune(p.program)
+            cut.program = as_real(cut.program, f"the program of {p.path}")
     pruned = {p.path: by_object[id(p.program)] for p in pieces}
+    operators = translation_table([program, *(cut.program for cut in by_object.values())], translations)
     functions: dict[str, Function] = {}
     names: dict[str, str] = {}  # key -> function name
     for piece in pieces:
@@ -113,19 +132,23 @@ def _write(
         if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
             names[cut.key] = piece.qualname.partition("::")[2]
             _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
-            functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset)
-    table = {}
+            check_translated(cut.program, f"the program of {piece.path}", operators)
+            functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset, operators)
+    table = dict(operators)
     for piece in pieces:
         cut = pruned[piece.path]
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     _check_calls(program, {_overload(p.qualname): p for p in pieces})
+    check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
+    program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
     exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
+    rename_dims(model, program, input_names, dim_names)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))

@@ -35,12 +35,15 @@ class Function:
     n_outputs: int
 
 
-def export_function(program: Any, name: str, opset: int | None) -> Function:
-    """The pruned ``program`` exported by torch.onnx and made the function ``pbp.pieces::<name>``."""
+def export_function(program: Any, name: str, opset: int | None, translations: dict[Any, Any]) -> Function:
+    """The pruned ``program`` exported by torch.onnx, with ``translations`` for the operators it does not know,
+    and made the function ``pbp.pieces::<name>``."""
     import onnx
     import torch
 
-    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, optimize=True)
+    exported = torch.onnx.export(
+        program, dynamo=True, verbose=False, opset_version=opset, optimize=True, custom_translation_table=translations
+    )
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
     model = exported.model_proto

@@ -1,0 +1,91 @@
+"""Pieces that compute in complex numbers through to_onnx (Note [complex as real]): a toy rotation, and a tiny
+Llama 4 text model whose rotary embedding multiplies queries and keys by complex frequencies, which its layers
+take as a complex input; onnxruntime against eager at shapes the export did not see."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+transformers = pytest.importorskip("transformers")
+
+import _tiny_models as tiny  # noqa: E402
+from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
+
+BATCH = torch.export.Dim("batch", min=1, max=32)
+SEQ = torch.export.Dim("seq", min=2, max=128)
+
+
+def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    _, tensors, _ = describe_call("test", args, kwargs)
+    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
+    return [torch.from_numpy(x) for x in session.run(None, feeds)]
+
+
+def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    args, kwargs = copy.deepcopy((args, kwargs))
+    with torch.no_grad():
+        output = model(*args, **kwargs)
+    return flat_outputs("test", output, [])[1]
+
+
+def _max_diff(got: list[Any], want: list[Any]) -> float:
+    assert len(got) == len(want)
+    assert all(g.shape == w.shape for g, w in zip(got, want, strict=True))
+    return max((g.double() - w.double()).abs().max().item() for g, w in zip(got, want, strict=True))
+
+
+class _Rotation(torch.nn.Module):
+    """Pairs of features as complex numbers, turned by angles a layer computes, scaled, conjugate-free."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.angles = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        turn = torch.polar(torch.ones_like(self.angles(x)), self.angles(x)) * 0.5
+        return torch.view_as_real(z * turn.unsqueeze(1)[:, 0]).flatten(-2) + x
+
+
+def test_a_rotation_in_complex_numbers_equals_eager(tmp_path: Path) -> None:
+    model = _Rotation().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 8),), dynamic_shapes=({0: BATCH},))
+    assert any(n.target == torch.ops.aten.polar.default for n in result.program.graph.nodes)
+    written = result.to_onnx(tmp_path / "rotation.onnx")
+    assert written.model_diff <= 1e-5
+    x = torch.randn(11, 8)
+    assert _max_diff(_run(tmp_path / "rotation.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-5
+
+
+def _llama4() -> Any:
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    cfg = Llama4TextConfig(**tiny._COMMON, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1, attention_chunk_size=16)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return Llama4ForCausalLM(cfg).eval()
+
+
+def test_llama4_layers_given_complex_rotary_frequencies(tmp_path: Path) -> None:
+    model = _llama4()
+    x = tiny.ids(6, 2)
+    shapes = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ}}
+    result = export_piece_by_piece(model, (x,), {"attention_mask": torch.ones_like(x), "use_cache": False}, dynamic_shapes=shapes, classes="Llama4TextDecoderLayer")
+    layer = result.pieces["model.layers.0"].program
+    assert any(n.op == "placeholder" and n.meta["val"].dtype == torch.complex64 for n in layer.graph.nodes)
+    written = result.to_onnx(tmp_path / "llama4.onnx")
+    # each layer checked on its recorded calls, its complex frequencies fed as their real view
+    assert written.model_diff <= 1e-4 and max(written.piece_diffs.values()) <= 1e-4 and len(written.piece_diffs) == 2
+    for batch, n in ((1, 3), (3, 20)):  # 20: past the attention chunk of 16
+        kwargs = {"attention_mask": torch.ones(batch, n, dtype=torch.long), "use_cache": False}
+        ids = tiny.ids(n, batch, seed=5)
+        assert _max_diff(_run(tmp_path / "llama4.onnx", (ids,), kwargs), _eager(model, (ids,), kwargs)) <= 1e-4

@@ -1,0 +1,226 @@
+"""ONNX translations of operators torch.onnx does not know: transformers' experts operator
+(``transformers::grouped_mm_fallback``) against eager under every kind of routing, the mixture-of-experts families
+of transformers 5 through to_onnx and onnxruntime, and the ``translations=`` hook with the error that names it.
+
+onnxruntime is fed the call flattened by the library's serializer, as in test_onnx.py, and compared tensor by
+tensor with eager.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+transformers = pytest.importorskip("transformers")
+
+import _tiny_models as tiny  # noqa: E402
+import _tiny_moe  # noqa: E402
+from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
+from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
+
+BATCH = torch.export.Dim("batch", min=1, max=32)
+SEQ = torch.export.Dim("seq", min=2, max=128)
+TOKENS = torch.export.Dim("tokens", min=2, max=256)
+
+
+def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    _, tensors, _ = describe_call("test", args, kwargs)
+    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
+    return [torch.from_numpy(x) for x in session.run(None, feeds)]
+
+
+def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    args, kwargs = copy.deepcopy((args, kwargs))
+    with torch.no_grad():
+        output = model(*args, **kwargs)
+    caches = [v for v in (*args, *kwargs.values()) if type(v).__name__.endswith("Cache")]
+    return flat_outputs("test", output, caches)[1]
+
+
+def _max_diff(got: list[Any], want: list[Any]) -> float:
+    assert len(got) == len(want)
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if w.numel():
+            worst = max(worst, (g.double() - w.double()).abs().max().item())
+    return worst
+
+
+def _routing(experts: list[list[int]], seed: int) -> tuple[Any, Any, Any]:
+    """Hidden states of len(experts) tokens, each routed to its two given experts with random weights."""
+    g = torch.Generator().manual_seed(seed)
+    index = torch.tensor(experts)
+    return torch.randn(len(experts), 32, generator=g), index, torch.rand(index.shape, generator=g)
+
+
+def test_the_experts_operator_equals_eager_under_every_routing(tmp_path: Path) -> None:
+    experts = _tiny_moe.moe("qwen3_moe").model.layers[0].mlp.experts  # four experts, two per token
+    result = export_piece_by_piece(experts, _routing([[0, 1], [2, 3], [1, 2]], 0), dynamic_shapes=({0: TOKENS}, {0: TOKENS}, {0: TOKENS}))
+    assert any(n.target == torch.ops.transformers.grouped_mm_fallback.default for n in result.program.graph.nodes)
+    written = result.to_onnx(tmp_path / "experts.onnx")
+    assert written.model_diff <= 1e-5
+    routings = {
+        "every expert": [[0, 1], [2, 3], [3, 0], [1, 2], [2, 0]],
+        "the first expert gets none": [[1, 2], [3, 2], [1, 3]],
+        "the last expert gets none": [[0, 1], [2, 0], [1, 2], [0, 2]],
+        "only the middle experts": [[1, 2], [2, 1]],
+        "one expert gets every token twice": [[3, 3], [3, 3], [3, 3]],
+        "many tokens": torch.randint(0, 4, (200, 2), generator=torch.Generator().manual_seed(1)).tolist(),
+    }
+    diffs = {name: _max_diff(_run(tmp_path / "experts.onnx", _routing(r, i), {}), _eager(experts, _routing(r, i), {}))
+             for i, (name, r) in enumerate(routings.items())}  # fmt: skip
+    assert max(diffs.values()) <= 1e-5, diffs
+
+
+@torch.library.custom_op("pbp_onnx_test::shifted_square", mutates_args=())
+def _shifted_square(x: torch.Tensor, shift: float) -> torch.Tensor:
+    return x * x + shift
+
+
+@_shifted_square.register_fake
+def _(x: torch.Tensor, shift: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class _Squares(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.pbp_onnx_test.shifted_square(self.linear(x), 0.5)
+
+
+def test_an_operator_without_translation_is_named_with_the_hook_that_gives_one(tmp_path: Path) -> None:
+    model = _Squares().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    with pytest.raises(OnnxExportError) as caught:
+        result.to_onnx(tmp_path / "squares.onnx")
+    assert str(caught.value) == (
+        "to_onnx: the top program calls the operator pbp_onnx_test::shifted_square, which has no ONNX translation; "
+        "give one with to_onnx(..., translations={torch.ops.pbp_onnx_test.shifted_square.default: function}), a "
+        "function of the operator's arguments built from onnxscript ops (docs/onnx.md, 'Operators without a translation')"
+    )
+    assert not (tmp_path / "squares.onnx").exists()
+
+    def shifted_square(x: Any, shift: float) -> Any:
+        from onnxscript import opset18 as op
+
+        return op.Add(op.Mul(x, x), op.CastLike(op.Constant(value_float=shift), x))
+
+    written = result.to_onnx(tmp_path / "squares.onnx", translations={torch.ops.pbp_onnx_test.shifted_square: shifted_square})
+    assert written.model_diff <= 1e-6
+    x = torch.randn(7, 4)
+    assert _max_diff(_run(tmp_path / "squares.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-6
+    with pytest.raises(OnnxExportError, match=r"a key of translations= must be a torch operator"):
+        result.to_onnx(tmp_path / "other.onnx", translations={"pbp_onnx_test::shifted_square": shifted_square})
+
+
+def _decoder_layers(model: Any) -> tuple[type, ...]:
+    return tuple(dict.fromkeys(type(layer) for layer in model.model.layers))
+
+
+# Each family of transformers 5 whose experts call transformers::grouped_mm_fallback, one way each to keep the
+# suite short (bench/onnx_moe_families.py runs every family both ways, at prefill and with the cache): with its
+# decoder layers behind operators (one ONNX function per distinct layer) or exported automatically (the model
+# exports whole, the operator in the top program); a prefill, or a step with the cache in and out.
+_CASES = [
+    ("qwen3_moe", "classes", "step"),
+    ("mixtral", "automatic", "step"),
+    ("deepseek_v3", "classes", "prefill"),
+]
+
+
+@pytest.mark.parametrize(("family", "mode", "shape"), _CASES, ids=["-".join(c) for c in _CASES])
+def test_mixture_of_experts_families_in_onnxruntime(family: str, mode: str, shape: str, tmp_path: Path) -> None:
+    model = _tiny_moe.moe(family)
+    classes = _decoder_layers(model) if mode == "classes" else None
+    if shape == "prefill":
+        x = tiny.ids(6, 2)
+        shapes = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ}}
+        result = export_piece_by_piece(model, (x,), {"attention_mask": torch.ones_like(x), "use_cache": False}, dynamic_shapes=shapes, classes=classes)
+        cases = [((tiny.ids(n, b, 5),), {"attention_mask": torch.ones(b, n, dtype=torch.long), "use_cache": False}) for b, n in ((1, 3), (3, 17))]
+    else:
+        other = torch.export.AdditionalInputs()
+        other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+        result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other, classes=classes)
+        cases = [((tiny.ids(n, b, 9),), {"cache": tiny.prefill(model, past, batch=b)[1]}) for b, past, n in ((1, 5, 1), (4, 11, 3))]
+    written = result.to_onnx(tmp_path / "model.onnx")
+    if classes is not None:
+        assert sum(map(len, written.functions.values())) == len(model.model.layers)
+    diffs = [_max_diff(_run(tmp_path / "model.onnx", args, kwargs), _eager(model, args, kwargs)) for args, kwargs in cases]
+    assert written.model_diff <= 1e-4 and max(diffs) <= 1e-4, (written.model_diff, diffs)
+
+
+def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_operator(tmp_path: Path) -> None:
+    import _toy_models as toy
+
+    model = toy.deep()  # top.mid.leaf branches on its data: it has no program, alone or in the model
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    piece = result.pieces["top.mid.leaf"]
+    assert piece.program is None
+    namespace, _, name = piece.operator.partition("::")
+    operator = getattr(getattr(torch.ops, namespace), name).default
+    with pytest.raises(OnnxExportError, match=rf"give each its ONNX translation with to_onnx\(\.\.\., translations=\{{torch\.ops\.{namespace}\.{name}\.default: function\}}\)"):
+        result.to_onnx(tmp_path / "deep.onnx")
+
+    def branchy(tensors: Any, weights: Any, call: str) -> list[Any]:
+        from onnxscript import opset18 as op
+
+        (x,), (weight, bias) = tensors, weights
+        h = op.Add(op.MatMul(x, op.Transpose(weight, perm=[1, 0])), bias)
+        positive = op.Greater(op.ReduceSum(h, keepdims=0), op.CastLike(op.Constant(value_float=0.0), h))
+        two, one = op.CastLike(op.Constant(value_float=2.0), h), op.CastLike(op.Constant(value_float=1.0), h)
+        return [op.Where(positive, op.Mul(h, two), op.Sub(h, one))]
+
+    written = result.to_onnx(tmp_path / "deep.onnx", translations={operator: branchy})
+    assert written.model_diff <= 1e-6 and written.functions == {}
+    signs = set()
+    for seed in range(6):  # both branches
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(seed)) + (4.0 if seed % 2 else -4.0)
+        with torch.no_grad():
+            signs.add(bool(model.top.mid.leaf.lin(model.top.mid.before(x)).sum() > 0))
+        assert _max_diff(_run(tmp_path / "deep.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-5
+    assert signs == {True, False}
+
+
+class _Padded(torch.nn.Module):
+    """Pads its sequence to a multiple of 4: a branch on a size, which an own program keeps as a guard."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] % 4:
+            x = torch.nn.functional.pad(x, (0, 0, 0, 4 - x.shape[1] % 4))
+        return x.reshape(x.shape[0], -1, 4, x.shape[2]).sum(2)
+
+
+class _WithPadded(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.padded = _Padded()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.padded(x).mean(1)
+
+
+def test_a_piece_whose_own_program_refuses_its_other_calls_has_none_and_is_refused_by_name(tmp_path: Path) -> None:
+    # its program, exported at 6 positions (not a multiple of 4), guards on that; the second example (8) breaks it.
+    # That failure is the piece's, in the report, not the export's (it raised out of export_piece_by_piece)
+    model = _WithPadded()
+    result = export_piece_by_piece(model, (torch.randn(2, 6, 3),), dynamic_shapes=({0: BATCH, 1: SEQ},), classes=_Padded)
+    piece = result.pieces["padded"]
+    assert piece.program is None and piece.own_export_failure is not None and "Guard failed" in piece.own_export_failure.message
+    for n in (5, 8):
+        x = torch.randn(3, n, 3)
+        torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+    with pytest.raises(OnnxExportError, match=r"cannot be ONNX functions: padded \(.*Guard failed"):
+        result.to_onnx(tmp_path / "padded.onnx")
