@@ -404,6 +404,8 @@ def _clip(text: str, width: int) -> str:
 
 
 def _number(x: float) -> str:
+    if math.isnan(x):  # onnxruntime's checks of an export without values (Note [streamed weights])
+        return "not run"
     return "inf" if math.isinf(x) else ("0" if x == 0 else f"{x:.2g}")
 
 

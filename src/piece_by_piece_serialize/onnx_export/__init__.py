@@ -22,7 +22,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,12 +64,17 @@ _log = logging.getLogger("piece_by_piece_serialize.onnx_export")
 def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
+    stream: Callable[[str, Any], Any] | None = None,
 ) -> OnnxExport:  # fmt: skip
     """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
-    ONNX local function, and check it with onnxruntime (see the module docstring)."""
+    ONNX local function, and check it with onnxruntime (see the module docstring).
+
+    ``stream``, for a program whose weights have no values (Note [streamed initializers]), gives the tensor of
+    an initializer from its name and the program's tensor (``None``: the program's tensor has values and is kept);
+    onnxruntime's checks then do not run (``examples`` have no values either) and the differences are NaN."""
     start = time.perf_counter()
     with _quiet_registry():
-        return _write(path, program, pieces, examples, input_names, output_names, opset, start)
+        return _write(path, program, pieces, examples, input_names, output_names, opset, start, stream)
 
 
 @contextlib.contextmanager
@@ -91,6 +96,7 @@ def _quiet_registry() -> Iterator[None]:
 def _write(
     path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None, start: float,
+    stream: Callable[[str, Any], Any] | None = None,
 ) -> OnnxExport:  # fmt: skip
     import onnx
     import torch
@@ -121,19 +127,36 @@ def _write(
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     _check_calls(program, {_overload(p.qualname): p for p in pieces})
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
-    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
+    # torch's optimizer folds constants, weights among them (a transposed weight): weights without values cannot
+    # be folded, and a folded weight is no longer the checkpoint's (Note [streamed initializers])
+    exported = torch.onnx.export(
+        program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=stream is None
+    )  # fmt: skip
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
+    if stream is not None:
+        _stream_initializers(exported.model, stream, path)
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
+    if stream is not None:  # the checker reads external data where the model is: saved first, removed if refused
+        onnx.save(model, path)
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(model if stream is None else path, full_check=True)
     except onnx.checker.ValidationError as exc:
+        if stream is not None:
+            for written in (path, path + ".data"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(written)
         raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
-    onnx.save(model, path)
+    if stream is None:
+        onnx.save(model, path)
+    else:
+        # nothing has values to run: the weights are in the file, the examples are not
+        nan = float("nan")
+        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, os.path.getsize(path))
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
     run = runner(path)
     model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
@@ -148,10 +171,39 @@ def _write(
             (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
             default=0.0,
         )
-    by_function: dict[str, list[str]] = {}
+    return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, os.path.getsize(path))
+
+
+def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str]) -> dict[str, list[str]]:
+    """Each function's name and the pieces that call it."""
+    out: dict[str, list[str]] = {}
     for piece in pieces:
-        by_function.setdefault(names[pruned[piece.path].key], []).append(piece.path)
-    return OnnxExport(path, by_function, piece_diffs, model_diff, time.perf_counter() - start, os.path.getsize(path))
+        out.setdefault(names[pruned[piece.path].key], []).append(piece.path)
+    return out
+
+
+def _stream_initializers(model: Any, stream: Callable[[str, Any], Any], path: str) -> None:
+    """Note [streamed initializers]: each initializer ``stream`` gives a tensor for is written, one at a time, to
+    the external-data file beside ``path`` (``<name>.data``) and becomes a reference to its bytes there, so the
+    model's weights are never all in memory; the others stay in the model as they are."""
+    import onnx_ir as ir
+    import torch
+
+    location = os.path.basename(path) + ".data"
+    offset = 0
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), location), "wb") as data:
+        for name, value in model.graph.initializers.items():
+            tensor = stream(name, getattr(value.const_value, "raw", None))
+            if tensor is None:
+                continue
+            tensor = tensor.contiguous()
+            nbytes = tensor.numel() * tensor.element_size()
+            data.write(memoryview(tensor.reshape(-1).view(torch.uint8).numpy()))
+            value.const_value = ir.ExternalTensor(
+                location, offset, nbytes, value.dtype, shape=value.shape, name=name, base_dir=os.path.dirname(os.path.abspath(path))
+            )
+            offset += nbytes
+            del tensor  # the next initializer is read only after this one is written and dropped
 
 
 def _check_calls(program: Any, by_operator: dict[Any, OnnxPiece]) -> None:
