@@ -101,11 +101,11 @@ def test_a_llama_on_meta_saved_and_converted_with_its_weights_streamed_from_shar
 def test_weights_without_values_need_a_checkpoint_that_has_each_of_them(tmp_path: Path) -> None:
     config = _checkpoint(tmp_path / "checkpoint")
     result = _export(_on_meta(config))
-    with pytest.raises(ValueError, match="^save: the model's weights have no values .* pass weights="):
+    with pytest.raises(ValueError, match=r"^save: the model's weights have no values .* pass weights="):
         result.save(tmp_path / "a.pt2")
-    with pytest.raises(ValueError, match="^to_onnx: the model's weights have no values .* pass weights="):
+    with pytest.raises(ValueError, match=r"^to_onnx: the model's weights have no values .* pass weights="):
         result.to_onnx(tmp_path / "a.onnx")
-    with pytest.raises(CheckpointError, match="a directory without model.safetensors.index.json or model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"a directory without model\.safetensors\.index\.json or model\.safetensors"):
         result.save(tmp_path / "a.pt2", weights=tmp_path)
     from safetensors.torch import save_file
 
