@@ -25,7 +25,7 @@ pytest.importorskip("safetensors")
 
 import _tiny_models as tiny  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
-from piece_by_piece_serialize.artifact._checkpoint import CheckpointError  # noqa: E402
+from piece_by_piece_serialize.artifact import CheckpointError  # noqa: E402
 
 VOCAB = 1000
 
