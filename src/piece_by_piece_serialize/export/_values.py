@@ -12,7 +12,7 @@ output's shape, dtype and device, which is all the operators learn (Note [learne
 then compare shapes and dtypes only, and the report says, in its text, its Markdown and its dict, that the
 comparison of values was not run and why (never a silent 0).
 
-Imports: torch on use.
+Imports: :mod:`..artifact` (what a tensor without values is, as the writer tells it); torch on use.
 """
 
 from __future__ import annotations
@@ -20,12 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..artifact._write import is_valueless
 
-def is_valueless(tensor: Any) -> bool:
-    """True for a tensor that has no values: on the meta device, or a fake tensor."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return bool(getattr(tensor, "is_meta", False)) or isinstance(tensor, FakeTensor)
+__all__ = ["is_valueless", "why_no_values"]
 
 
 def why_no_values(model: Any, tensors: Iterable[Any]) -> str | None:
