@@ -32,13 +32,14 @@ import_torch("load_piece_by_piece")  # the install line when torch is missing, b
 import torch
 
 from ._archive import Archive
+from ._checkpoint import CheckpointError
 from ._errors import ArtifactError
 from ._manifest import FORMAT, VERSION, Manifest, OperatorRecord
 from ._ops import LoadedOperator, call_of
 from ._runnable import CallStructureError, FlatProgramModule
 from ._state import check_instance, rebuild, resolve
 
-__all__ = ["load_piece_by_piece", "LoadedPieceByPiece", "ArtifactError", "CallStructureError", "FORMAT", "VERSION"]
+__all__ = ["load_piece_by_piece", "LoadedPieceByPiece", "ArtifactError", "CheckpointError", "CallStructureError", "FORMAT", "VERSION"]
 
 
 class LoadedPieceByPiece(FlatProgramModule):

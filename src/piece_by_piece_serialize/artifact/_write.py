@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,10 +70,19 @@ def _program_bytes(program: Any) -> bytes:
     return serialize(program).exported_program
 
 
-def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model_class: type, pieces: Sequence[SavedPiece]) -> Manifest:
-    """Write the artifact at ``path`` (see the module docstring); return its manifest."""
+def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model_class: type, pieces: Sequence[SavedPiece],
+                   weights: Any = None, names: dict[str, list[str]] | None = None) -> Manifest:  # fmt: skip
+    """Write the artifact at ``path`` (see the module docstring); return its manifest. ``weights`` is the
+    :class:`._checkpoint.Checkpoint` the weights without values are read from (Note [streamed weights]), found
+    under their ``names`` in the model (each weight's names, tied ones several)."""
     from torch.export.pt2_archive._package import package_pt2
 
+    streamed = any(is_valueless(t) for t in [*program.state_dict.values(), *program.constants.values()])
+    if streamed and weights is None:
+        raise ValueError(
+            "save: the model's weights have no values (the meta device or FakeTensorMode): pass weights= a safetensors "
+            "checkpoint (a file, or a directory of shards with model.safetensors.index.json) to read them from"
+        )
     programs: dict[str, Any] = {"model": _without_examples(program)}
     by_digest: dict[str, str] = {}
     by_object: dict[int, str] = {}  # identical pieces share one program object (Note [shared programs]): serialized once
@@ -91,5 +101,107 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
         operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))
     top = record_of(call, "the model")
     manifest = Manifest(namespace, qualified(model_class), "model", top, tuple(operators), torch.__version__)
-    package_pt2(path, exported_programs=programs, extra_files={MANIFEST_FILE: write_manifest(manifest)})
+    if streamed:
+        manifest = _on_cpu_manifest(manifest)
+        _package_streamed(path, {k: on_cpu(v) for k, v in programs.items()}, programs, write_manifest(manifest), weights, names or {})
+    else:
+        package_pt2(path, exported_programs=programs, extra_files={MANIFEST_FILE: write_manifest(manifest)})
     return manifest
+
+
+# ---- streamed weights (Note [streamed weights]) ----------------------------------------------------------
+
+
+def is_valueless(tensor: Any) -> bool:
+    """A tensor without values: on the meta device, or a fake tensor."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return bool(getattr(tensor, "is_meta", False)) or isinstance(tensor, FakeTensor)
+
+
+def on_cpu(program: Any) -> Any:
+    """A copy of ``program`` moved from the meta device to the CPU, its weights without values standing in as
+    one-element tensors broadcast to their shapes (``program`` and its weights are left as they are)."""
+    from torch.export.passes import move_to_device_pass
+
+    def stand_in(t: Any) -> Any:
+        if not is_valueless(t):
+            return t
+        one = torch.empty((), dtype=t.dtype).expand(t.shape)
+        return torch.nn.Parameter(one, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else one
+
+    shallow = copy.copy(program)
+    shallow._state_dict = {k: stand_in(v) for k, v in program.state_dict.items()}
+    shallow._constants = {k: stand_in(v) if isinstance(v, torch.Tensor) else v for k, v in program.constants.items()}
+    keep = {id(v): v for v in [*shallow._state_dict.values(), *shallow._constants.values()]}  # weights are not copied
+    with warnings.catch_warnings():  # torch's treespecs warn about their own deprecated class when copied
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+        moved = copy.deepcopy(shallow, memo=dict(keep))
+    return move_to_device_pass(moved, {"meta": "cpu"})
+
+
+def _on_cpu_manifest(manifest: Manifest) -> Manifest:
+    """The manifest with every output recorded on the meta device recorded on the CPU, where the archive runs."""
+    import dataclasses
+
+    def moved(c: CallRecord) -> CallRecord:
+        return dataclasses.replace(c, out_devices=tuple("cpu" if d == "meta" else d for d in c.out_devices))
+
+    operators = tuple(dataclasses.replace(o, calls=tuple(moved(c) for c in o.calls)) for o in manifest.operators)
+    return dataclasses.replace(manifest, call=moved(manifest.call), operators=operators)
+
+
+def _package_streamed(path: str, programs: dict[str, Any], traced: dict[str, Any], manifest: str, weights: Any,
+                      names: dict[str, list[str]]) -> None:  # fmt: skip
+    """``package_pt2`` with each weight written by itself: those without values read from ``weights`` one at a
+    time and dropped once written (Note [streamed weights]); the layout is torch's, which the loader reads."""
+    from torch._export.serde import schema
+    from torch._export.serde.serialize import serialize, serialize_tensor_meta
+    from torch.export.pt2_archive._package import PT2ArchiveWriter, _package_payload_config
+    from torch.export.pt2_archive.constants import (
+        CONSTANTS_CONFIG_FILENAME_FORMAT,
+        CONSTANTS_DIR,
+        EXTRA_DIR,
+        MODELS_FILENAME_FORMAT,
+        SAMPLE_INPUTS_FILENAME_FORMAT,
+        TENSOR_CONSTANT_FILENAME_PREFIX,
+        WEIGHT_FILENAME_PREFIX,
+        WEIGHTS_CONFIG_FILENAME_FORMAT,
+        WEIGHTS_DIR,
+    )  # fmt: skip
+
+    counts = {WEIGHTS_DIR: 0, CONSTANTS_DIR: 0}
+
+    def write(writer: Any, directory: str, prefix: str, table: dict[str, Any], original: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        done: dict[int, str] = {}  # a tensor under two names is written once
+        for fqn, tensor in table.items():
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            source = original[fqn]
+            name = fqn.removeprefix("module.")  # the flat call's attribute holding the model (export/_flat.py)
+            value = weights.tensor(names.get(name, [name]), tuple(source.shape), source.dtype) if is_valueless(source) else tensor.contiguous()
+            file = done.get(id(source))
+            if file is None:
+                file = done[id(source)] = f"{prefix}{counts[directory]}"
+                counts[directory] += 1
+                nbytes = value.numel() * value.element_size()
+                if value.storage_offset() or value.untyped_storage().nbytes() != nbytes:
+                    value = value.clone()  # a view into a larger storage: its own bytes only
+                writer.archive_file.write_record(f"{directory}{file}", value.untyped_storage(), nbytes)
+            config[fqn] = schema.PayloadMeta(
+                path_name=file, is_param=isinstance(source, torch.nn.Parameter), use_pickle=False, tensor_meta=serialize_tensor_meta(value),
+            )  # fmt: skip
+            del value  # the next weight is read only after this one is dropped
+        return config
+
+    with PT2ArchiveWriter(path) as writer:
+        for model_name, program in programs.items():
+            state = write(writer, WEIGHTS_DIR, WEIGHT_FILENAME_PREFIX, program.state_dict, traced[model_name].state_dict)
+            _package_payload_config(writer, schema.PayloadConfig(config=state), WEIGHTS_CONFIG_FILENAME_FORMAT.format(model_name))
+            constants = write(writer, CONSTANTS_DIR, TENSOR_CONSTANT_FILENAME_PREFIX, program.constants, traced[model_name].constants)
+            _package_payload_config(writer, schema.PayloadConfig(config=constants), CONSTANTS_CONFIG_FILENAME_FORMAT.format(model_name))
+            artifact = serialize(program, None, serialize_state_dict=False, serialize_constants=False)
+            writer.write_bytes(MODELS_FILENAME_FORMAT.format(model_name), artifact.exported_program)
+            writer.write_bytes(SAMPLE_INPUTS_FILENAME_FORMAT.format(model_name), artifact.example_inputs)
+        writer.write_string(f"{EXTRA_DIR}{MANIFEST_FILE}", manifest)

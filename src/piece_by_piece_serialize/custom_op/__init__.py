@@ -75,15 +75,26 @@ traced inputs (the batch of two inputs) are declared equal to the tracer (``torc
 Dtypes and devices are those recorded.
 (The code is in :mod:`._shapes`.)
 
+Note [eager calls without values]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A module whose weights are on the ``meta`` device, or are fake tensors (built under ``FakeTensorMode``), runs
+"eagerly" without values: torch sends an operator called on meta tensors to its fake implementation (the Meta
+kernel), and one called on fake tensors too. Those calls are the calibration of such a module, so the fake
+implementation runs the real kernel (the module itself, on the meta or fake tensors, which gives every shape,
+dtype and device) when the call is eager: when no input is a fake tensor (plain meta tensors exist only outside
+tracing), or inside :func:`eager_without_values` (a fake tensor cannot tell an eager call from a traced one, so
+the caller says). Under ``torch.export`` the learned shapes are used as for any module.
+
 Imports: :mod:`..serialize` and :mod:`..type_info` at import time, :mod:`..schema`, :mod:`..treespec_name` and
 :mod:`..errors` on use; torch when a module is wrapped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _slices
@@ -96,6 +107,23 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["CustomOpError", "as_custom_op", "replace_with_custom_ops", "restore_modules", "is_custom_op_module"]
+
+
+class _Eager:
+    """Whether calls on fake tensors are eager (Note [eager calls without values]): a depth, for nesting."""
+
+    depth = 0
+
+
+@contextlib.contextmanager
+def eager_without_values() -> Iterator[None]:
+    """Calls of operators on fake tensors inside are eager calls: they run the module and teach the operator its
+    shapes (Note [eager calls without values])."""
+    _Eager.depth += 1
+    try:
+        yield
+    finally:
+        _Eager.depth -= 1
 
 # The dtype of a tensor, read in C over a list (a generator would resume in Python once per tensor).
 _DTYPE = operator.attrgetter("dtype")
@@ -233,7 +261,13 @@ class _Op:
 
     def _fake(self, tensors: list[Any], *rest: Any) -> list[Any]:
         import torch
+        from torch._subclasses.fake_tensor import FakeTensor
 
+        if _Eager.depth or not any(isinstance(t, FakeTensor) for t in tensors):  # Note [eager calls without values]
+            out = self._real(tensors, *rest)
+            self.results.pop()  # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
+            # a fake kernel may not return its inputs (unchanged cache tensors, for one)
+            return [t.clone() if any(t is x for x in tensors) else t for t in out]
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
         call = self._lookup(key)
         if self.fake_fn is not None:

@@ -34,9 +34,10 @@ from ._blame import FAILURE_KINDS, Failure
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
 from ._job import Job
-from ._record import module_paths, run_recording
+from ._record import module_paths, run_recording, tracing_path
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport
+from ._values import why_no_values
 
 # Progress, for users who turn it on: logging.getLogger("piece_by_piece_serialize").setLevel(logging.INFO) and a
 # handler (logging.basicConfig(level=logging.INFO) does both); docs/export.md, "Progress".
@@ -97,8 +98,9 @@ def export_piece_by_piece(
         raise TypeError(f"export_piece_by_piece: expected a torch.nn.Module, got {type(model).__qualname__}")
     if not isinstance(args, tuple):
         raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
-    examples, specs, notes, references = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
-    job = Job(model, examples, specs, notes)
+    unchecked = why_no_values(model, describe(args, dict(kwargs or {})).tensors)
+    examples, specs, notes, references = _examples(model, args, dict(kwargs or {}), dynamic_shapes, unchecked is not None)
+    job = Job(model, examples, specs, notes, unchecked)
     try:
         if classes is None:
             job.set_cut([])
@@ -121,11 +123,12 @@ def export_piece_by_piece(
     return result
 
 
-def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[
+def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any, valueless: bool) -> tuple[
     list[Example], list[DimSpec | None], list[str], list[list[Any]]
 ]:  # fmt: skip
     """The examples (the user's, and more given or made), the flat specs, notes for the report, and each
-    example's eager output as flat tensors."""
+    example's eager output as flat tensors (without values for a ``valueless`` model: Note [exports without
+    values])."""
     first = describe(args, kwargs)
     notes: list[str] = []
     if isinstance(dynamic_shapes, torch.export.AdditionalInputs):
@@ -133,18 +136,18 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
         examples = [first, *others]
         specs = varying_dims(examples)
         notes.append(f"dynamic dimensions from {len(examples)} examples (torch.export.AdditionalInputs)")
-        references = [_eager(model, e) for e in examples]
+        references = [_eager(model, e, valueless) for e in examples]
         return examples, specs, notes, references
     specs = flat_specs(model.forward, first, dynamic_shapes)
     examples = [first]
-    references = [_eager(model, first)]
+    references = [_eager(model, first, valueless)]
     made = stretched(first, specs)
     if made is not None:
         second_args, second_kwargs, sizes = made
         changed = ", ".join(f"{name}: {old} -> {new}" for name, (old, new) in sizes.items())
         second = describe(second_args, second_kwargs)
         try:
-            references.append(_eager(model, second))
+            references.append(_eager(model, second, valueless))
             examples.append(second)
             notes.append(f"a second example was made from the first ({changed})")
         except Exception as exc:  # the model refuses the stretched sizes: go on with one example, and say so
@@ -152,12 +155,14 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
     return examples, specs, notes, references
 
 
-def _eager(model: torch.nn.Module, example: Example) -> list[Any]:
-    """The model's own output on a copy of ``example``, as flat tensors: the output, then the caches after."""
+def _eager(model: torch.nn.Module, example: Example, valueless: bool) -> list[Any]:
+    """The model's own output on a copy of ``example``, as flat tensors: the output, then the caches after. A
+    ``valueless`` model runs on the tracing path, where transformers takes no data-dependent branch (Note
+    [exports without values]); its outputs have shapes and no values."""
     from ..custom_op._calls import flat_outputs, rebuild_arguments
 
     args, kwargs = rebuild_arguments(example.call, make_copy(list(example.tensors)))
-    with torch.no_grad():
+    with tracing_path() if valueless else torch.no_grad():
         output = model(*args, **kwargs)
     given = [*args, *kwargs.values()]
     caches = [given[i] for i in example.call.caches]

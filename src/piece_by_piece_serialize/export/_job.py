@@ -43,6 +43,7 @@ from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
+from ._values import is_valueless
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
@@ -59,20 +60,28 @@ def fresh_namespace() -> str:
             return namespace
 
 
-def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> float:
-    """The largest absolute difference between two flat lists of tensors of the same shapes and dtypes."""
+def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> float | None:
+    """The largest absolute difference between two flat lists of tensors of the same shapes and dtypes; None when
+    either side has no values (Note [exports without values]): then only the shapes and dtypes are compared."""
     if len(expected) != len(got):
         raise PieceByPieceExportError(f"{what}: {len(got)} output tensors where eager gives {len(expected)}")
-    worst = 0.0
+    worst: float | None = 0.0
     for i, (a, b) in enumerate(zip(expected, got, strict=True)):
         if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
             raise PieceByPieceExportError(
                 f"{what}: output tensor {i} is {b.dtype} {tuple(b.shape)} where eager gives {a.dtype} {tuple(a.shape)}"
             )
-        if a.numel():
+        if is_valueless(a) or is_valueless(b):
+            worst = None
+        elif a.numel() and worst is not None:
             diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() or a.is_complex() else float((a != b).any())
             worst = max(worst, math.inf if math.isnan(diff) else diff)
     return worst
+
+
+def worse(a: float | None, b: float | None) -> float | None:
+    """The larger of two differences; None (not compared) if either is."""
+    return None if a is None or b is None else max(a, b)
 
 
 def _flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
@@ -100,8 +109,10 @@ def _cut(example: Example, op: Any) -> Example:
 class Job:
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
-    def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str]) -> None:
+    def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str],
+                 unchecked: str | None = None) -> None:  # fmt: skip
         self.model = model
+        self.unchecked = unchecked  # why values are not compared with eager (Note [exports without values])
         self.examples = examples
         self.specs = specs
         self.notes = notes
@@ -215,34 +226,36 @@ class Job:
 
     # ---- checks ---------------------------------------------------------------------------------------
 
-    def check_pieces(self) -> dict[str, tuple[float, int]]:
-        """Each piece through its operator against its own module, on the recorded calls: (max |diff|, calls)."""
-        out: dict[str, tuple[float, int]] = {}
+    def check_pieces(self) -> dict[str, tuple[float | None, int]]:
+        """Each piece through its operator against its own module, on the recorded calls: (max |diff|, calls); the
+        difference None where there are no values to compare (Note [exports without values])."""
+        out: dict[str, tuple[float | None, int]] = {}
         if self.wrappers:
             _log.info("checking each piece through its operator against its module (%s)", _count(len(self.wrappers), "piece"))
         for path, wrapper in self.wrappers.items():
             original = wrapper._pbp_original
-            worst, n = 0.0, 0
+            worst: float | None = 0.0
+            n = 0
             for recording in self.recordings:
                 for recorded in recording.calls.get(path, [])[:_CHECKED_CALLS]:
                     args, kwargs = make_copy((recorded.args, recorded.kwargs))
                     with tracing_path():
                         output = original(*args, **kwargs)
                     want = flat_outputs(path, output, written_back(args, kwargs))[1]
-                    worst = max(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
+                    worst = worse(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
                     n += 1
             out[path] = (worst, n)
         return out
 
-    def check_program(self, program: Any, references: list[list[Any]]) -> float:
-        """The program against eager on every example."""
+    def check_program(self, program: Any, references: list[list[Any]]) -> float | None:
+        """The program against eager on every example (None: shapes only, Note [exports without values])."""
         _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
         module = program.module()
-        worst = 0.0
+        worst: float | None = 0.0
         for example, want in zip(self.examples, references, strict=True):
             with torch.no_grad():
                 got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
-            worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
+            worst = worse(worst, max_abs_diff(want, list(got), "the exported program"))
         return worst
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
@@ -264,7 +277,7 @@ class Job:
                         worst = _check_alone(program, module, path, calls, described, names, runnables)
                     except Exception:  # a guard of the donor's program refuses one of this piece's calls
                         continue
-                    if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
+                    if worst is None or worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
                         # the key of its own calls: it may carry another cache layer (Note [renumbered layers])
                         out[path] = (program, None, time.perf_counter() - start, worst, described[0].key)
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
@@ -304,7 +317,7 @@ class Job:
 
     # ---- the report -------------------------------------------------------------------------------------
 
-    def report(self, whole_diff: float | None, mode: str, checks: dict[str, tuple[float, int]] | None = None,
+    def report(self, whole_diff: float | None, mode: str, checks: dict[str, tuple[float | None, int]] | None = None,
                own: dict[str, Any] | None = None, seconds: float = 0.0) -> ExportReport:  # fmt: skip
         checks = checks or {}
         own = own or {}
@@ -328,9 +341,12 @@ class Job:
             max_abs_diff=whole_diff, seconds=seconds, checked_calls=len(self.examples),
         )  # fmt: skip
         examples = [_describe_example(e) for e in self.examples]
-        return ExportReport(type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds)
+        return ExportReport(
+            type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds,
+            values_not_compared=self.unchecked,
+        )  # fmt: skip
 
-    def _piece(self, path: str, on_path: set[str], checks: dict[str, tuple[float, int]], own: dict[str, Any]) -> Piece:
+    def _piece(self, path: str, on_path: set[str], checks: dict[str, tuple[float | None, int]], own: dict[str, Any]) -> Piece:
         module_class = type(self.model.get_submodule(path))
         if path in self.wrappers:
             failure, share = self.cut_by.get(path, (None, None))
@@ -454,7 +470,7 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
 
 
 def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
-                 runnables: dict[int, Any]) -> float:  # fmt: skip
+                 runnables: dict[int, Any]) -> float | None:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
     module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
@@ -463,11 +479,11 @@ def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[R
     runnable = runnables.get(id(program))
     if runnable is None:
         runnable = runnables[id(program)] = program.module()
-    worst = 0.0
+    worst: float | None = 0.0
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
             with torch.no_grad():
                 # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
                 got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
-            worst = max(worst, max_abs_diff(_flat_result(path, recorded, example.call), list(got), f"the program of {path}"))
+            worst = worse(worst, max_abs_diff(_flat_result(path, recorded, example.call), list(got), f"the program of {path}"))
     return worst

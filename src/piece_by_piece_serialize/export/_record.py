@@ -29,11 +29,13 @@ def tracing_path() -> Iterator[None]:
     """Eager calls inside take the path torch.export's tracer takes (Note [the tracing path]), without grad."""
     import torch
 
+    from ..custom_op import eager_without_values
+
     try:
         from torch._export.utils import _compiling_state_context
     except ImportError:  # pragma: no cover - torch before 2.5 sets the flags the same way
         _compiling_state_context = _set_flags
-    with _compiling_state_context(), torch.no_grad():
+    with _compiling_state_context(), torch.no_grad(), eager_without_values():
         yield
 
 

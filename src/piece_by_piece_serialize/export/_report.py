@@ -116,6 +116,9 @@ class ExportReport:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     onnx: Any = None  # what to_onnx wrote (an OnnxExport), once it ran
+    # why no value was compared with eager (a model without values, Note [exports without values]): the checks
+    # then compare shapes and dtypes only, and every line says "not run"
+    values_not_compared: str | None = None
 
     def attach_onnx(self, written: Any) -> None:
         """Add what ``to_onnx`` measured: each piece's and the model's onnxruntime difference against eager."""
@@ -132,6 +135,8 @@ class ExportReport:
     def __str__(self) -> str:
         cut = self.behind_operators
         diff = "" if self.root.max_abs_diff is None else f"; max |diff| against eager {_number(self.root.max_abs_diff)}"
+        if self.values_not_compared is not None:
+            diff = "; max |diff| against eager not run (shapes and dtypes checked)"
         head = (
             f"{self.model_class.__name__} exported piece by piece in {self.seconds:.1f} s ({self.mode}): "
             f"{len(cut)} piece{'s' if len(cut) != 1 else ''} behind operators{diff} on {len(self.examples)} example"
@@ -139,6 +144,8 @@ class ExportReport:
         )
         lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
         lines += [f"  note: {n}" for n in self.notes]
+        if self.values_not_compared is not None:
+            lines.append(f"  not run: every comparison of values with eager; {self.values_not_compared}")
         if self.onnx is not None:
             functions = self.onnx.functions
             lines.append(
@@ -173,7 +180,7 @@ class ExportReport:
             "  " * depth + label,
             piece.module_class.__name__,
             piece.status.value,
-            "" if piece.max_abs_diff is None else f"|d| {_number(piece.max_abs_diff)}",
+            _diff_cell(piece, self.values_not_compared, "|d| "),
             "" if piece.seconds is None else f"{piece.seconds:.2f} s",
             reason,
             "" if piece.onnx_max_abs_diff is None else f"onnx |d| {_number(piece.onnx_max_abs_diff)}",
@@ -191,6 +198,7 @@ class ExportReport:
             "mode": self.mode,
             "seconds": _rounded(self.seconds),
             "max_abs_diff": _finite(self.root.max_abs_diff),
+            "values_not_compared": self.values_not_compared,
             "behind_operators": self.behind_operators,
             "attempts": [
                 {
@@ -231,6 +239,8 @@ def _markdown(report: ExportReport) -> str:
         ("max \\|diff\\| against eager", "" if report.root.max_abs_diff is None else
             f"{_number(report.root.max_abs_diff)} on {len(report.examples)} example{'s' * (len(report.examples) != 1)}"),
     ]  # fmt: skip
+    if report.values_not_compared is not None:
+        summary[-1] = ("max \\|diff\\| against eager", f"not run: {report.values_not_compared}; shapes and dtypes checked")
     if report.onnx is not None:
         o = report.onnx
         summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max \\|diff\\| of "
@@ -243,7 +253,7 @@ def _markdown(report: ExportReport) -> str:
     lines += ["", "## Examples", "", *(f"- {e}" for e in report.examples), *(f"- note: {x}" for x in report.notes)]
     lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | time |", "|---|---|---|---:|---:|"]
     for depth, label, piece in _table_rows(report, "", 0):
-        diff = "" if piece.max_abs_diff is None else _number(piece.max_abs_diff)
+        diff = _diff_cell(piece, report.values_not_compared, "")
         seconds = "" if piece.seconds is None else f"{piece.seconds:.2f} s"
         name = "\u00a0" * 4 * depth + f"`{label}`"  # no-break spaces: Markdown tables drop leading spaces
         lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {seconds} |")
@@ -291,6 +301,9 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         if piece.failure.detail:
             lines.append(f"- where: {piece.failure.detail}")
         lines += ["- torch's message:", "", "  ```text", f"  {piece.failure.message}", "  ```"]
+    if piece.max_abs_diff is None and piece.checked_calls and report.values_not_compared is not None:
+        lines.append(f"- checked through its operator against its module: shapes and dtypes on {piece.checked_calls} recorded "
+                     f"call{'s' * (piece.checked_calls != 1)}; values not run ({report.values_not_compared})")  # fmt: skip
     if piece.max_abs_diff is not None:
         lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
                      f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}")  # fmt: skip
@@ -311,6 +324,14 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
     if piece.onnx_max_abs_diff is not None:
         lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
     return lines
+
+
+def _diff_cell(piece: Piece, not_compared: str | None, prefix: str) -> str:
+    """A piece's difference against eager as a column shows it: "not run" where the export has no values."""
+    if piece.max_abs_diff is not None:
+        return f"{prefix}{_number(piece.max_abs_diff)}"
+    checked = piece.checked_calls or piece.program is not None or not piece.path
+    return "not run" if not_compared is not None and checked else ""
 
 
 def _cell(text: str) -> str:
@@ -383,6 +404,8 @@ def _clip(text: str, width: int) -> str:
 
 
 def _number(x: float) -> str:
+    if math.isnan(x):  # onnxruntime's checks of an export without values (Note [streamed weights])
+        return "not run"
     return "inf" if math.isinf(x) else ("0" if x == 0 else f"{x:.2g}")
 
 

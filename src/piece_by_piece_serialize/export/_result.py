@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..artifact._checkpoint import Checkpoint, aliases
 from ..artifact._runnable import FlatProgramModule
-from ..artifact._write import SavedPiece, write_artifact
+from ..artifact._write import SavedPiece, is_valueless, write_artifact
 from ..custom_op._calls import Call
+from ._record import tracing_path
 from ._report import ExportReport, Piece
 
 if TYPE_CHECKING:
@@ -59,19 +61,28 @@ class PieceByPieceExport:
         call whose structure differs from the example's raises ``CallStructureError``."""
         return FlatProgramModule(self.program, self._call, self._key, self, "PieceByPieceExport.module()")
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], *, weights: str | os.PathLike[str] | None = None) -> None:
         """Write the export as one archive (a ``.pt2`` file, torch's PT2 archive): the top program, each distinct
         piece program, every weight once, and a manifest; :func:`load_piece_by_piece` loads it in any process.
         A piece that has no program of its own (its export failed) is stored as its weights and the name of its
-        class, which loading then needs in ``implementations=``."""
+        class, which loading then needs in ``implementations=``.
+
+        ``weights`` is for a model exported without its weights (on the ``meta`` device or under
+        ``FakeTensorMode``): a safetensors checkpoint, a file or a directory as transformers' ``save_pretrained``
+        writes it (shards listed in ``model.safetensors.index.json``), from which each weight without values is
+        read one at a time as it is written, so the peak memory is about the largest weight (Note [streamed
+        weights]). Raises ``ValueError`` for such a model without ``weights``, and ``CheckpointError`` (a
+        ``ValueError``) for a checkpoint that lacks a weight or holds it with another shape or dtype."""
+        checkpoint = None if weights is None else Checkpoint(weights)
         write_artifact(
             os.fspath(path), program=self.program, call=self._call, namespace=self._namespace,
-            model_class=self.report.model_class, pieces=self._saved,
+            model_class=self.report.model_class, pieces=self._saved, weights=checkpoint,
+            names=None if weights is None else aliases(self._model),
         )  # fmt: skip
 
     def to_onnx(
         self, path: str | os.PathLike[str], *, opset: int | None = None,
-        translations: Mapping[Any, Callable[..., Any]] | None = None,
+        translations: Mapping[Any, Callable[..., Any]] | None = None, weights: str | os.PathLike[str] | None = None,
     ) -> OnnxExport:  # fmt: skip
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
         function called from the main graph, its weights passed as inputs; pieces that compute the same function
@@ -79,6 +90,12 @@ class PieceByPieceExport:
         model's arguments (``input_ids``, ``past.layers.0.keys``, ``output.logits``). The model passes
         ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
         each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
+
+        ``weights`` is for a model exported without its weights (on the ``meta`` device or under
+        ``FakeTensorMode``): a safetensors checkpoint as :meth:`save` takes it. Each weight is then read from it one
+        at a time and written to the external-data file ``<path>.data`` beside the model, which refers to it there
+        (Note [streamed weights]); onnxruntime's checks against eager are not run (there is nothing to compare
+        with), and the report says so.
 
         ``opset`` is the ONNX opset (torch's default when None). ``translations`` maps an operator the programs
         call that torch.onnx does not know (``torch.ops.<namespace>.<name>.default``) to its ONNX translation, a
@@ -95,11 +112,27 @@ class PieceByPieceExport:
             OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key, self._onnx_calls.get(s.path, []))
             for s in self._saved
         ]
-        inputs, outputs = _io_names(self._model, self._example, self._call)
+        valueless = any(is_valueless(t) for t in [*self.program.state_dict.values(), *self.program.constants.values()])
+        if valueless and weights is None:
+            raise ValueError(
+                "to_onnx: the model's weights have no values (the meta device or FakeTensorMode): pass weights= a "
+                "safetensors checkpoint (a file, or a directory of shards with model.safetensors.index.json) to read them from"
+            )
+        stream = None
+        if valueless and weights is not None:
+            checkpoint, names = Checkpoint(weights), aliases(self._model)
+
+            def stream(name: str, tensor: Any) -> Any:
+                if tensor is None or not is_valueless(tensor):
+                    return None
+                plain = name.removeprefix("module.")  # the flat call's attribute holding the model (export/_flat.py)
+                return checkpoint.tensor(names.get(plain, [plain]), tuple(tensor.shape), tensor.dtype)
+
+        inputs, outputs = _io_names(self._model, self._example, self._call, valueless)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
             input_names=inputs, output_names=outputs, opset=opset, translations=translations,
-            dim_names=_dim_names(self._specs),
+            dim_names=_dim_names(self._specs), stream=stream,
         )  # fmt: skip
         self.report.attach_onnx(written)
         self.pieces.update(self.report.pieces)
@@ -140,8 +173,9 @@ def _why_not(failure: Any) -> str:
     return "no failure recorded" if failure is None else f"{failure.kind}: {failure.detail or failure.message}"
 
 
-def _io_names(model: Any, example: Any, call: Call) -> tuple[list[str], list[str]]:
-    """Readable names of the program's inputs and outputs, from the model run once on a copy of the example."""
+def _io_names(model: Any, example: Any, call: Call, valueless: bool = False) -> tuple[list[str], list[str]]:
+    """Readable names of the program's inputs and outputs, from the model run once on a copy of the example (on
+    the tracing path for a model without values, Note [exports without values])."""
     import inspect
 
     from ..custom_op._calls import rebuild_arguments
@@ -150,7 +184,7 @@ def _io_names(model: Any, example: Any, call: Call) -> tuple[list[str], list[str
 
     inputs = input_names(model.forward, example.args, example.kwargs)
     args, kwargs = rebuild_arguments(call, make_copy(list(example.tensors)))
-    with torch.no_grad():
+    with tracing_path() if valueless else torch.no_grad():
         output = model(*args, **kwargs)
     parameters = [p.name for p in inspect.signature(model.forward).parameters.values()]
     labels = [*(parameters[i] if i < len(parameters) else f"arg{i}" for i in range(len(args))), *kwargs]

@@ -70,14 +70,19 @@ def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
     translations: Mapping[Any, Callable[..., Any]] | None = None, dim_names: Sequence[Mapping[int, str]] = (),
+    stream: Callable[[str, Any], Any] | None = None,
 ) -> OnnxExport:  # fmt: skip
     """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
     ONNX local function, and check it with onnxruntime (see the module docstring). ``translations`` maps an
     operator the programs call to its ONNX translation (:mod:`._translations`), before the library's own;
-    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`)."""
+    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`).
+
+    ``stream``, for a program whose weights have no values (Note [external weights]), gives the tensor of
+    an initializer from its name and the program's tensor (``None``: the program's tensor has values and is kept);
+    onnxruntime's checks then do not run (``examples`` have no values either) and the differences are NaN."""
     start = time.perf_counter()
     with _quiet_registry():
-        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start)
+        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start, stream)
 
 
 @contextlib.contextmanager
@@ -100,6 +105,7 @@ def _write(
     path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None,
     translations: Mapping[Any, Callable[..., Any]] | None, dim_names: Sequence[Mapping[int, str]], start: float,
+    stream: Callable[[str, Any], Any] | None = None,
 ) -> OnnxExport:  # fmt: skip
     import onnx
     import torch
@@ -143,22 +149,37 @@ def _write(
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
     program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
-    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=True)
+    # torch's optimizer folds constants, weights among them (a transposed weight): weights without values cannot
+    # be folded, and a folded weight is no longer the checkpoint's (Note [external weights])
+    exported = torch.onnx.export(
+        program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=stream is None
+    )  # fmt: skip
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
+    shared = _external_initializers(exported.model, stream or _in_memory, path)
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
     rename_dims(model, program, input_names, dim_names)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except onnx.checker.ValidationError as exc:
-        raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
+    # the checker reads the external data where the model is: the model is saved first, and removed if refused
     onnx.save(model, path)
+    del model  # the proto holds no weight, but nothing of it is needed any more
+    try:
+        onnx.checker.check_model(path, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        for written in (path, path + ".data"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(written)
+        raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
+    size = sum(os.path.getsize(f) for f in (path, path + ".data") if os.path.exists(f))
+    if stream is not None:
+        # nothing has values to run: the weights are in the file, the examples are not
+        nan = float("nan")
+        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
-    run = runner(path)
+    run = runner(path, shared)
     model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
     piece_diffs = {}
     runs: dict[str, Any] = {}  # one onnxruntime session per function, for all its pieces' calls
@@ -171,10 +192,66 @@ def _write(
             (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
             default=0.0,
         )
-    by_function: dict[str, list[str]] = {}
+    return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+
+
+def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str]) -> dict[str, list[str]]:
+    """Each function's name and the pieces that call it."""
+    out: dict[str, list[str]] = {}
     for piece in pieces:
-        by_function.setdefault(names[pruned[piece.path].key], []).append(piece.path)
-    return OnnxExport(path, by_function, piece_diffs, model_diff, time.perf_counter() - start, os.path.getsize(path))
+        out.setdefault(names[pruned[piece.path].key], []).append(piece.path)
+    return out
+
+
+# Initializers smaller than this stay in the model file (as onnx.save's size_threshold): shapes, scalars.
+_EXTERNAL_FROM = 1024
+
+
+def _in_memory(name: str, tensor: Any) -> Any:
+    """An initializer's tensor to write as external data: the program's own, unless it is small."""
+    import numpy
+    import torch
+
+    if isinstance(tensor, numpy.ndarray) and tensor.nbytes >= _EXTERNAL_FROM:  # one the optimizer computed
+        try:
+            return torch.from_numpy(tensor)
+        except TypeError:  # a dtype torch does not read from numpy (ml_dtypes' bfloat16): it stays in the model
+            return None
+    if isinstance(tensor, torch.Tensor) and tensor.numel() * tensor.element_size() >= _EXTERNAL_FROM:
+        return tensor
+    return None
+
+
+def _external_initializers(model: Any, tensor_of: Callable[[str, Any], Any], path: str) -> dict[str, Any]:
+    """Note [external weights]: each initializer ``tensor_of`` gives a tensor for (from memory, or read from a
+    checkpoint: Note [streamed weights]) is written, one at a time, to the external-data file beside ``path``
+    (``<name>.data``) and becomes a reference to its bytes there; the others stay in the model as they are. So
+    no copy of the weights is made in a proto, its serialization or the checker, whatever the model's size (and
+    a model above protobuf's 2 GB is written at all). Returns the tensors written that are the program's own
+    (in memory), by initializer name, for onnxruntime to use in place (:func:`._verify.runner`)."""
+    import numpy
+    import onnx_ir as ir
+    import torch
+
+    location = os.path.basename(path) + ".data"
+    directory = os.path.dirname(os.path.abspath(path))
+    offset = 0
+    shared: dict[str, Any] = {}
+    with open(os.path.join(directory, location), "wb") as data:
+        for name, value in model.graph.initializers.items():
+            raw = getattr(value.const_value, "raw", None)
+            tensor = tensor_of(name, raw)
+            if tensor is None:
+                continue
+            if tensor is raw or isinstance(raw, numpy.ndarray):
+                shared[name] = tensor
+            contiguous = tensor.contiguous()
+            nbytes = contiguous.numel() * contiguous.element_size()
+            data.write(memoryview(contiguous.reshape(-1).view(torch.uint8).numpy()))
+            value.const_value = ir.ExternalTensor(location, offset, nbytes, value.dtype, shape=value.shape, name=name, base_dir=directory)
+            offset += nbytes
+            del tensor, contiguous  # a tensor read from a checkpoint is dropped before the next is read
+    return shared
 
 
 def _check_calls(program: Any, by_operator: dict[Any, OnnxPiece]) -> None:

@@ -10,13 +10,29 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def _session(model: Any) -> Any:
+def _session(model: Any, initializers: dict[str, Any] | None = None) -> Any:
+    import numpy
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # errors only: a checked model's warnings are onnxruntime's own notes
+    names, values = [], []
+    for name, tensor in (initializers or {}).items():
+        try:
+            array = tensor.detach().numpy()  # the tensor's own memory: no copy
+        except TypeError:  # a dtype numpy lacks (bfloat16): onnxruntime reads it from the file instead
+            continue
+        if array.dtype != numpy.object_ and array.flags.c_contiguous:
+            names.append(name)
+            values.append(onnxruntime.OrtValue.ortvalue_from_numpy(array))
+    if names:  # Note [external weights]: the weights the program holds, used in place rather than read again
+        options.add_external_initializers(names, values)
+        # nor copied into another layout for its matrix products: a check runs a few calls, not a server's load
+        options.add_session_config_entry("session.disable_prepacking", "1")
     source = model if isinstance(model, str) else model.SerializeToString()
-    return onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    session._pbp_initializers = values  # onnxruntime reads them while the session lives
+    return session
 
 
 def _run(session: Any, inputs: Sequence[Any]) -> list[Any]:
@@ -33,10 +49,11 @@ def _real(tensor: Any) -> Any:
     return torch.view_as_real(tensor) if tensor.is_complex() else tensor
 
 
-def runner(model: Any) -> Callable[[Sequence[Any]], list[Any]]:
+def runner(model: Any, initializers: dict[str, Any] | None = None) -> Callable[[Sequence[Any]], list[Any]]:
     """The ONNX model (a path, or a function's own model: the pruned piece exported alone) as a function of its
-    flat input tensors, run by onnxruntime; one session for every call."""
-    session = _session(model)
+    flat input tensors, run by onnxruntime; one session for every call. ``initializers`` (name -> tensor) are
+    used in place of those of the model's external data, without a copy where numpy can view them."""
+    session = _session(model, initializers)
     return lambda inputs: _run(session, inputs)
 
 
