@@ -31,12 +31,13 @@ import torch
 
 from ..serialize import make_copy
 from ._blame import FAILURE_KINDS, Failure
-from ._errors import PieceByPieceExportError
+from ._errors import ExportMismatchError, PieceByPieceExportError
 from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
 from ._job import Job
 from ._record import module_paths, run_recording
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport
+from ._verdict import DEFAULT_TOLERANCES, OutputCheck, Verdict, check_tolerances
 
 # Progress, for users who turn it on: logging.getLogger("piece_by_piece_serialize").setLevel(logging.INFO) and a
 # handler (logging.basicConfig(level=logging.INFO) does both); docs/export.md, "Progress".
@@ -55,6 +56,9 @@ __all__ = [
     "Failure",
     "FAILURE_KINDS",
     "PieceByPieceExportError",
+    "ExportMismatchError",
+    "OutputCheck",
+    "DEFAULT_TOLERANCES",
 ]
 
 
@@ -65,6 +69,9 @@ def export_piece_by_piece(
     *,
     dynamic_shapes: Any = None,
     classes: Any = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    strict: bool = True,
 ) -> PieceByPieceExport:
     """Export ``model`` with ``torch.export``, putting behind custom operators only what does not export.
 
@@ -80,7 +87,18 @@ def export_piece_by_piece(
     those classes behind its operator and exports the rest; each such piece is also exported alone, and its
     program is kept in :attr:`Piece.program`.
 
-    Returns a :class:`PieceByPieceExport`. Raises :class:`PieceByPieceExportError` (a ``ValueError``) when the
+    Every output tensor of the program is compared with eager on every example, and each piece's with its own
+    module on its recorded calls: an output passes when ``|got - eager| <= atol + rtol * |eager|`` everywhere
+    (Note [the verdict]). ``atol`` and ``rtol`` default per dtype (:data:`DEFAULT_TOLERANCES`: 1e-4 and 1e-4
+    for float32, 1e-7 for float64, 1e-3 for float16, 1e-2 and 1.6e-2 for bfloat16); integer and boolean
+    outputs must be equal. The report says pass or FAIL per output, per piece and for the model. A model with
+    an active dropout (in training mode) is refused, naming those modules, as its outputs are random; batch
+    norms in training mode give a warning.
+
+    Returns a :class:`PieceByPieceExport`. When the program or a piece does not match, raises
+    :class:`ExportMismatchError` (a :class:`PieceByPieceExportError`) carrying the report and the export; with
+    ``strict=False`` the export is returned instead, its report saying FAIL (and an active dropout only warns).
+    Raises :class:`PieceByPieceExportError` (a ``ValueError``) when the
     export fails where no operator can help (the model's own code, outside its submodules), when ``classes``
     leave a part that does not export, and for ``dynamic_shapes`` that do not fit the example; ``TypeError``
     when the example does not match the model's ``forward``. The model is left as it was.
@@ -97,8 +115,10 @@ def export_piece_by_piece(
         raise TypeError(f"export_piece_by_piece: expected a torch.nn.Module, got {type(model).__qualname__}")
     if not isinstance(args, tuple):
         raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
-    examples, specs, notes, references = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
-    job = Job(model, examples, specs, notes)
+    check_tolerances(atol, rtol)
+    _check_mode(model, strict)
+    examples, specs, notes, references, names = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
+    job = Job(model, examples, specs, notes, Verdict(atol, rtol))
     try:
         if classes is None:
             job.set_cut([])
@@ -107,7 +127,7 @@ def export_piece_by_piece(
             program = job.export_with_classes(classes)
         checks = job.check_pieces()
         own = job.own_programs() if classes is not None else {}
-        whole = job.check_program(program, references)
+        whole = job.check_program(program, references, names)
     except BaseException:
         job.close()
         raise
@@ -118,14 +138,64 @@ def export_piece_by_piece(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )
     result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls())
+    if report.passed is False and strict:
+        raise ExportMismatchError(_mismatch(report), report, result)
     return result
 
 
+def _mismatch(report: ExportReport) -> str:
+    """The message of :class:`ExportMismatchError`: what failed, by how much, and how to go on."""
+    lines = [f"export_piece_by_piece: the export of the {report.model_class.__name__} does not match eager: {', '.join(report.failed)}"]
+    for who, piece in [("(model)", report.root), *report.pieces.items()]:
+        lines += [f"  {who} {o.line()}" for o in piece.outputs if not o.passed][:8]
+    lines.append(
+        "Check that the model is in eval mode and deterministic; pass atol=/rtol= if the differences are expected, "
+        "or strict=False to get the export back (the error's .result holds it too) with its report."
+    )
+    return "\n".join(lines)
+
+
+def _check_mode(model: torch.nn.Module, strict: bool) -> None:
+    """Refuse a model whose dropout is active (training mode, a probability above 0: its outputs are random and
+    no program can match them), by the names of those modules; warn for batch norms in training mode (they
+    compute with the batch's statistics and update their running ones)."""
+    import warnings
+
+    random, batch_stats = [], []
+    for name, m in model.named_modules():
+        if not m.training:
+            continue
+        dropout = isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+        # transformers' attentions call functional dropout with this rate while training
+        functional = isinstance(getattr(m, "attention_dropout", None), float) and m.attention_dropout > 0
+        if dropout or functional:
+            random.append(name or "(model)")
+        elif isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            batch_stats.append(name or "(model)")
+    if random:
+        message = (
+            f"export_piece_by_piece: the {type(model).__name__} is in training mode with active dropout ({_some(random)}): "
+            "its outputs are random and no program can match them; call model.eval() first"
+        )
+        if strict:
+            raise PieceByPieceExportError(message)
+        warnings.warn(message, stacklevel=3)
+    if batch_stats:
+        warnings.warn(
+            f"export_piece_by_piece: the {type(model).__name__} is in training mode: its batch norms ({_some(batch_stats)}) "
+            "normalize with each batch's statistics; call model.eval() first for inference", stacklevel=3,
+        )  # fmt: skip
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[
-    list[Example], list[DimSpec | None], list[str], list[list[Any]]
+    list[Example], list[DimSpec | None], list[str], list[list[Any]], list[str]
 ]:  # fmt: skip
-    """The examples (the user's, and more given or made), the flat specs, notes for the report, and each
-    example's eager output as flat tensors."""
+    """The examples (the user's, and more given or made), the flat specs, notes for the report, each
+    example's eager output as flat tensors, and the names of those tensors."""
     first = describe(args, kwargs)
     notes: list[str] = []
     if isinstance(dynamic_shapes, torch.export.AdditionalInputs):
@@ -133,36 +203,38 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
         examples = [first, *others]
         specs = varying_dims(examples)
         notes.append(f"dynamic dimensions from {len(examples)} examples (torch.export.AdditionalInputs)")
-        references = [_eager(model, e) for e in examples]
-        return examples, specs, notes, references
+        eager = [_eager(model, e) for e in examples]
+        return examples, specs, notes, [flat for flat, _ in eager], eager[0][1]
     specs = flat_specs(model.forward, first, dynamic_shapes)
     examples = [first]
-    references = [_eager(model, first)]
+    reference, names = _eager(model, first)
+    references = [reference]
     made = stretched(first, specs)
     if made is not None:
         second_args, second_kwargs, sizes = made
         changed = ", ".join(f"{name}: {old} -> {new}" for name, (old, new) in sizes.items())
         second = describe(second_args, second_kwargs)
         try:
-            references.append(_eager(model, second))
+            references.append(_eager(model, second)[0])
             examples.append(second)
             notes.append(f"a second example was made from the first ({changed})")
         except Exception as exc:  # the model refuses the stretched sizes: go on with one example, and say so
             notes.append(f"no second example: the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
-    return examples, specs, notes, references
+    return examples, specs, notes, references, names
 
 
-def _eager(model: torch.nn.Module, example: Example) -> list[Any]:
-    """The model's own output on a copy of ``example``, as flat tensors: the output, then the caches after."""
+def _eager(model: torch.nn.Module, example: Example) -> tuple[list[Any], list[str]]:
+    """The model's own output on a copy of ``example``, as flat tensors (the output, then the caches after), and
+    their names."""
     from ..custom_op._calls import flat_outputs, rebuild_arguments
+    from ._result import output_names_of
 
     args, kwargs = rebuild_arguments(example.call, make_copy(list(example.tensors)))
     with torch.no_grad():
         output = model(*args, **kwargs)
     given = [*args, *kwargs.values()]
     caches = [given[i] for i in example.call.caches]
-    return flat_outputs("the model", output, caches)[1]
-
+    return flat_outputs("the model", output, caches)[1], output_names_of(model, example.call, args, kwargs, output)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ import contextlib
 import io
 import itertools
 import logging
-import math
 import secrets
 import time
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ import torch
 from ..artifact._write import SavedPiece
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
 from ..custom_op._calls import flat_outputs
+from ..onnx_export._names import output_names
 from ..serialize import make_copy
 from ._blame import Failure, Watch, chain
 from ._errors import PieceByPieceExportError
@@ -41,6 +41,7 @@ from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
+from ._verdict import Verdict
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
@@ -57,31 +58,22 @@ def fresh_namespace() -> str:
             return namespace
 
 
-def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> float:
-    """The largest absolute difference between two flat lists of tensors of the same shapes and dtypes."""
-    if len(expected) != len(got):
-        raise PieceByPieceExportError(f"{what}: {len(got)} output tensors where eager gives {len(expected)}")
-    worst = 0.0
-    for i, (a, b) in enumerate(zip(expected, got, strict=True)):
-        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-            raise PieceByPieceExportError(
-                f"{what}: output tensor {i} is {b.dtype} {tuple(b.shape)} where eager gives {a.dtype} {tuple(a.shape)}"
-            )
-        if a.numel():
-            diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() or a.is_complex() else float((a != b).any())
-            worst = max(worst, math.inf if math.isnan(diff) else diff)
-    return worst
-
-
 def _flat_result(name: str, recorded: Recorded) -> list[Any]:
     return flat_outputs(name, recorded.output, recorded.caches_after)[1]
+
+
+def _output_names(recorded: Recorded) -> list[str]:
+    """The names of a piece's flat outputs (``output.0``, ``cache0.updated.layers.0.keys``) for its verdict."""
+    return output_names(recorded.output, [(f"cache{i}", c) for i, c in enumerate(recorded.caches_after)])
 
 
 class Job:
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
-    def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str]) -> None:
+    def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str],
+                 verdict: Verdict | None = None) -> None:  # fmt: skip
         self.model = model
+        self.verdict = verdict or Verdict(None, None)  # every comparison with eager (Note [the verdict])
         self.examples = examples
         self.specs = specs
         self.notes = notes
@@ -209,20 +201,21 @@ class Job:
                     with tracing_path():
                         output = original(*args, **kwargs)
                     want = flat_outputs(path, output, written_back(args, kwargs))[1]
-                    worst = max(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
+                    got = _flat_result(path, recorded)
+                    worst = max(worst, self.verdict.compare(path, want, got, f"the piece {path}", _output_names(recorded)))
                     n += 1
             out[path] = (worst, n)
         return out
 
-    def check_program(self, program: Any, references: list[list[Any]]) -> float:
-        """The program against eager on every example."""
+    def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float:
+        """The program against eager on every example; ``names`` are its outputs'."""
         _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
         module = program.module()
         worst = 0.0
         for example, want in zip(self.examples, references, strict=True):
             with torch.no_grad():
                 got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
-            worst = max(worst, max_abs_diff(want, list(got), "the exported program"))
+            worst = max(worst, self.verdict.compare("", want, list(got), "the exported program", names))
         return worst
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
@@ -240,13 +233,15 @@ class Job:
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, key = out[donor]
-                    worst = _check_alone(program, module, path, calls, described, names, runnables)
+                    trial = Verdict(self.verdict.atol, self.verdict.rtol)
+                    worst = _check_alone(program, module, path, calls, described, names, runnables, trial)
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
+                        self.verdict.merge(trial)
                         out[path] = (program, None, time.perf_counter() - start, worst, key)
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
-                out[path] = _export_alone(module, path, calls, names, runnables)
+                out[path] = _export_alone(module, path, calls, names, runnables, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                 failed = out[path][1]
@@ -300,6 +295,7 @@ class Job:
         root = Piece(
             "", type(self.model), PieceStatus.CHILDREN_BEHIND_OPERATORS if self.wrappers else PieceStatus.IN_GRAPH,
             max_abs_diff=whole_diff, seconds=seconds, checked_calls=len(self.examples),
+            outputs=self.verdict.of("") if whole_diff is not None else (), passed=self.verdict.passed("") if whole_diff is not None else None,
         )  # fmt: skip
         examples = [_describe_example(e) for e in self.examples]
         return ExportReport(type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds)
@@ -315,6 +311,7 @@ class Job:
             return Piece(
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
                 program, failure, own_failure, own_seconds if own_seconds is not None else share, diff, n,
+                outputs=self.verdict.of(path), passed=self.verdict.passed(path),
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
@@ -403,7 +400,8 @@ def _described(calls: list[Recorded]) -> tuple[list[Example], list[Any]]:
     return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
 
 
-def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any]) -> tuple[Any, Failure | None, float, float | None, str | None]:
+def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],
+                  verdict: Verdict) -> tuple[Any, Failure | None, float, float | None, str | None]:
     """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
     dimensions those that differ between its recorded calls; with the key of the call structure it computes."""
     start = time.perf_counter()
@@ -419,11 +417,11 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
-    return program, None, seconds, _check_alone(program, module, path, calls, described, names, runnables), described[0].key
+    return program, None, seconds, _check_alone(program, module, path, calls, described, names, runnables, verdict), described[0].key
 
 
 def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
-                 runnables: dict[int, Any]) -> float:  # fmt: skip
+                 runnables: dict[int, Any], verdict: Verdict) -> float:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
     module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
@@ -438,5 +436,6 @@ def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[R
             with torch.no_grad():
                 # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
                 got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
-            worst = max(worst, max_abs_diff(_flat_result(path, recorded), list(got), f"the program of {path}"))
+            want = _flat_result(path, recorded)
+            worst = max(worst, verdict.compare(path, want, list(got), f"the program of {path}", _output_names(recorded)))
     return worst

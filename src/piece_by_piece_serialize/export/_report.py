@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._blame import Failure
+from ._verdict import OutputCheck
 
 
 class PieceStatus(str, enum.Enum):
@@ -67,6 +68,13 @@ class Piece:
     max_abs_diff: float | None = None
     checked_calls: int = 0
     onnx_max_abs_diff: float | None = None  # its ONNX function in onnxruntime against eager, once to_onnx ran
+    outputs: tuple[OutputCheck, ...] = ()  # each output tensor against eager (Note [the verdict])
+    passed: bool | None = None  # every output within its tolerance; None: nothing compared
+
+    @property
+    def verdict(self) -> str:
+        """``"pass"``, ``"FAIL"``, or ``""`` when nothing was compared."""
+        return "" if self.passed is None else ("pass" if self.passed else "FAIL")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +89,8 @@ class Piece:
             "max_abs_diff": _finite(self.max_abs_diff),
             "checked_calls": self.checked_calls,
             "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
+            "passed": self.passed,
+            "outputs": [o.to_dict() for o in self.outputs],
         }
 
 
@@ -125,6 +135,20 @@ class ExportReport:
         self.root = dataclasses.replace(self.root, onnx_max_abs_diff=written.model_diff)
 
     @property
+    def passed(self) -> bool | None:
+        """True when the program matched eager and every piece its module, within the tolerances (Note [the
+        verdict]); None when nothing was compared (a report of a failed export)."""
+        verdicts = [self.root.passed, *(p.passed for p in self.pieces.values())]
+        if self.root.passed is None:
+            return None
+        return all(v is not False for v in verdicts)
+
+    @property
+    def failed(self) -> list[str]:
+        """What did not match eager: ``"(model)"`` and the paths of the pieces that failed their checks."""
+        return (["(model)"] if self.root.passed is False else []) + [p for p, piece in self.pieces.items() if piece.passed is False]
+
+    @property
     def behind_operators(self) -> list[str]:
         """The paths of the pieces behind operators."""
         return [p for p, piece in self.pieces.items() if piece.status is PieceStatus.BEHIND_OPERATOR]
@@ -137,7 +161,10 @@ class ExportReport:
             f"{len(cut)} piece{'s' if len(cut) != 1 else ''} behind operators{diff} on {len(self.examples)} example"
             f"{'s' if len(self.examples) != 1 else ''}"
         )
+        if self.passed is not None:
+            head += f": {'PASS' if self.passed else 'FAIL'}"
         lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
+        lines += [f"  output {o.line()}" for o in self.root.outputs if not o.passed]
         lines += [f"  note: {n}" for n in self.notes]
         if self.onnx is not None:
             functions = self.onnx.functions
@@ -173,7 +200,7 @@ class ExportReport:
             "  " * depth + label,
             piece.module_class.__name__,
             piece.status.value,
-            "" if piece.max_abs_diff is None else f"|d| {_number(piece.max_abs_diff)}",
+            "" if piece.max_abs_diff is None else f"|d| {_number(piece.max_abs_diff)}" + (" FAIL" if piece.passed is False else ""),
             "" if piece.seconds is None else f"{piece.seconds:.2f} s",
             reason,
             "" if piece.onnx_max_abs_diff is None else f"onnx |d| {_number(piece.onnx_max_abs_diff)}",
@@ -191,6 +218,8 @@ class ExportReport:
             "mode": self.mode,
             "seconds": _rounded(self.seconds),
             "max_abs_diff": _finite(self.root.max_abs_diff),
+            "passed": self.passed,
+            "failed": self.failed,
             "behind_operators": self.behind_operators,
             "attempts": [
                 {
@@ -235,18 +264,27 @@ def _markdown(report: ExportReport) -> str:
         o = report.onnx
         summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max \\|diff\\| of "
                                 f"onnxruntime {_number(o.model_diff)}, {o.seconds:.1f} s"))  # fmt: skip
+    if report.passed is not None:
+        failed = f" ({', '.join(report.failed)})" if report.failed else ""
+        summary.append(("verdict", ("PASS" if report.passed else "FAIL") + failed))
     lines += [f"| {k} | {_cell(v)} |" for k, v in summary]
+    if report.root.outputs:
+        lines += ["", "## Outputs against eager", "", "| output | max \\|diff\\| | max relative | atol | rtol | verdict |",
+                  "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+        for o in report.root.outputs:
+            lines.append(f"| `{_cell(o.name)}` | {_number(o.max_abs_diff)} | {_number(o.max_rel_diff)} | {o.atol:g} | {o.rtol:g} | "
+                         f"{'pass' if o.passed else 'FAIL'} |")  # fmt: skip
     lines += ["", "## Attempts", "", "| attempt | result | time | put behind operators next |", "|---:|---|---:|---|"]
     for a in report.attempts:
         result = "exported" if a.failure is None else f"failed: {a.failure.kind}: {a.failure.message}"
         lines.append(f"| {a.number} | {_cell(result)} | {a.seconds:.1f} s | {_cell(', '.join(a.cut))} |")
     lines += ["", "## Examples", "", *(f"- {e}" for e in report.examples), *(f"- note: {x}" for x in report.notes)]
-    lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | time |", "|---|---|---|---:|---:|"]
+    lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | verdict | time |", "|---|---|---|---:|---|---:|"]
     for depth, label, piece in _table_rows(report, "", 0):
         diff = "" if piece.max_abs_diff is None else _number(piece.max_abs_diff)
         seconds = "" if piece.seconds is None else f"{piece.seconds:.2f} s"
         name = "\u00a0" * 4 * depth + f"`{label}`"  # no-break spaces: Markdown tables drop leading spaces
-        lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {seconds} |")
+        lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {piece.verdict} | {seconds} |")
     programs: dict[int, str] = {}  # a program -> the first piece that has it (the one it was exported from)
     for path, p in report.pieces.items():
         if p.program is not None:
@@ -293,7 +331,8 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         lines += ["- torch's message:", "", "  ```text", f"  {piece.failure.message}", "  ```"]
     if piece.max_abs_diff is not None:
         lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
-                     f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}")  # fmt: skip
+                     f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}: {piece.verdict or 'not compared'}")  # fmt: skip
+    lines += [f"  - `{_cell(o.name)}`: {o.line().partition(': ')[2]}" for o in piece.outputs if not o.passed]
     runs: dict[str, list[str]] = {}  # the piece whose program was exported -> the pieces of the group running it
     for path in group:
         program = report.pieces[path].program
@@ -323,7 +362,7 @@ def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
     kids = tuple((_relative(path, c), _signature(report, c)) for c in report.children.get(path, []))
     failure = None if piece.failure is None else (piece.failure.kind, piece.failure.message)
     own = None if piece.own_export_failure is None else (piece.own_export_failure.kind, piece.own_export_failure.message)
-    return (piece.module_class, piece.status, failure, own, piece.program is None, kids)
+    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, kids)
 
 
 def _fold(report: ExportReport, paths: Sequence[str]) -> list[list[str]]:
@@ -367,6 +406,8 @@ def _merge(pieces: Sequence[Piece]) -> Piece:
     return dataclasses.replace(
         first, seconds=sum(times) if times else None, max_abs_diff=max(diffs) if diffs else None,
         checked_calls=sum(p.checked_calls for p in pieces), onnx_max_abs_diff=max(onnx) if onnx else None,
+        passed=None if all(p.passed is None for p in pieces) else all(p.passed is not False for p in pieces),
+        outputs=tuple(o for p in pieces for o in p.outputs if not o.passed) or first.outputs,
     )  # fmt: skip
 
 

@@ -88,7 +88,7 @@ class PieceByPieceExport:
             OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key, self._onnx_calls.get(s.path, []))
             for s in self._saved
         ]
-        inputs, outputs = _io_names(self._model, self._example, self._call)
+        inputs, outputs = io_names(self._model, self._example, self._call)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
             input_names=inputs, output_names=outputs, opset=opset,
@@ -116,19 +116,27 @@ def _why_not(failure: Any) -> str:
     return "no failure recorded" if failure is None else f"{failure.kind}: {failure.detail or failure.message}"
 
 
-def _io_names(model: Any, example: Any, call: Call) -> tuple[list[str], list[str]]:
+def io_names(model: Any, example: Any, call: Call) -> tuple[list[str], list[str]]:
     """Readable names of the program's inputs and outputs, from the model run once on a copy of the example."""
-    import inspect
-
     from ..custom_op._calls import rebuild_arguments
-    from ..onnx_export._names import input_names, output_names
+    from ..onnx_export._names import input_names
     from ..serialize import make_copy
 
     inputs = input_names(model.forward, example.args, example.kwargs)
     args, kwargs = rebuild_arguments(call, make_copy(list(example.tensors)))
     with torch.no_grad():
         output = model(*args, **kwargs)
+    return inputs, output_names_of(model, call, args, kwargs, output)
+
+
+def output_names_of(model: Any, call: Call, args: Sequence[Any], kwargs: dict[str, Any], output: Any) -> list[str]:
+    """The names of the flat outputs of ``model(*args, **kwargs)`` (a call of structure ``call``) that gave
+    ``output``: ``output.logits``, then each cache argument's tensors after the call (``cache.updated...``)."""
+    import inspect
+
+    from ..onnx_export._names import output_names
+
     parameters = [p.name for p in inspect.signature(model.forward).parameters.values()]
     labels = [*(parameters[i] if i < len(parameters) else f"arg{i}" for i in range(len(args))), *kwargs]
     given = [*args, *kwargs.values()]
-    return inputs, output_names(output, [(labels[i], given[i]) for i in call.caches])
+    return output_names(output, [(labels[i], given[i]) for i in call.caches])
