@@ -32,7 +32,18 @@ import torch
 from ..serialize import make_copy
 from ._blame import FAILURE_KINDS, Failure
 from ._errors import ExportMismatchError, PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
+from ._examples import (
+    DimSpec,
+    Example,
+    check_dims,
+    describe,
+    dynamic_shapes_from_examples,
+    flat_specs,
+    hint_partitions,
+    observed_partition,
+    stretched,
+    varying_dims,
+)
 from ._job import Job
 from ._record import module_paths, run_recording
 from ._report import Attempt, ExportReport, Piece, PieceStatus
@@ -40,7 +51,7 @@ from ._result import PieceByPieceExport
 from ._verdict import DEFAULT_TOLERANCES, OutputCheck, Verdict, check_tolerances
 
 # Progress, for users who turn it on: logging.getLogger("piece_by_piece_serialize").setLevel(logging.INFO) and a
-# handler (logging.basicConfig(level=logging.INFO) does both); docs/export.md, "Progress".
+# handler (logging.basicConfig()); docs/export.md, "Progress".
 _log = logging.getLogger("piece_by_piece_serialize.export")
 
 __all__ = [
@@ -117,7 +128,7 @@ def export_piece_by_piece(
         raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
     check_tolerances(atol, rtol)
     _check_mode(model, strict)
-    examples, specs, notes, references, names = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
+    examples, specs, notes, references, names, partition = _examples(model, args, dict(kwargs or {}), dynamic_shapes)
     job = Job(model, examples, specs, notes, Verdict(atol, rtol))
     try:
         if classes is None:
@@ -125,9 +136,7 @@ def export_piece_by_piece(
             program = job.search()
         else:
             program = job.export_with_classes(classes)
-        checks = job.check_pieces()
-        own = job.own_programs() if classes is not None else {}
-        whole = job.check_program(program, references, names)
+        checks, own, whole = _checks(job, model, program, references, names, partition, classes is not None)
     except BaseException:
         job.close()
         raise
@@ -143,11 +152,25 @@ def export_piece_by_piece(
     return result
 
 
+def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[list[Any]], names: list[str],
+            partition: dict[str, str] | None, own_programs: bool) -> tuple[dict[str, Any], dict[str, Any], float]:  # fmt: skip
+    """Every check of an export (Note [the verdict]): each piece against its module, each piece's own program
+    (``classes=``), the program against eager on the examples and across the declared ranges."""
+    checks = job.check_pieces()
+    own = job.own_programs() if own_programs else {}
+    whole = job.check_program(program, references, names)
+    checked = job.check_ranges(lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)
+    if checked:
+        job.notes.append(checked)
+    return checks, own, whole
+
+
 def _mismatch(report: ExportReport) -> str:
     """The message of :class:`ExportMismatchError`: what failed, by how much, and how to go on."""
     lines = [f"export_piece_by_piece: the export of the {report.model_class.__name__} does not match eager: {', '.join(report.failed)}"]
     for who, piece in [("(model)", report.root), *report.pieces.items()]:
         lines += [f"  {who} {o.line()}" for o in piece.outputs if not o.passed][:8]
+    lines += [f"  (model) {r}" for r in report.refused[:8]]
     lines.append(
         "Check that the model is in eval mode and deterministic; pass atol=/rtol= if the differences are expected, "
         "or strict=False to get the export back (the error's .result holds it too) with its report."
@@ -192,10 +215,11 @@ def _some(names: list[str]) -> str:
 
 
 def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any) -> tuple[
-    list[Example], list[DimSpec | None], list[str], list[list[Any]], list[str]
+    list[Example], list[DimSpec | None], list[str], list[list[Any]], list[str], dict[str, str] | None
 ]:  # fmt: skip
     """The examples (the user's, and more given or made), the flat specs, notes for the report, each
-    example's eager output as flat tensors, and the names of those tensors."""
+    example's eager output as flat tensors, the names of those tensors, and how the hints move together
+    (Note [a second example])."""
     first = describe(args, kwargs)
     notes: list[str] = []
     if isinstance(dynamic_shapes, torch.export.AdditionalInputs):
@@ -204,23 +228,102 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
         specs = varying_dims(examples)
         notes.append(f"dynamic dimensions from {len(examples)} examples (torch.export.AdditionalInputs)")
         eager = [_eager(model, e) for e in examples]
-        return examples, specs, notes, [flat for flat, _ in eager], eager[0][1]
+        return examples, specs, notes, [flat for flat, _ in eager], eager[0][1], observed_partition(examples, specs)
     specs = flat_specs(model.forward, first, dynamic_shapes)
+    check_dims(first, specs, _dim_labels(model, first))
     examples = [first]
     reference, names = _eager(model, first)
     references = [reference]
-    made = stretched(first, specs)
-    if made is not None:
-        second_args, second_kwargs, sizes = made
-        changed = ", ".join(f"{name}: {old} -> {new}" for name, (old, new) in sizes.items())
-        second = describe(second_args, second_kwargs)
+    labels = _dim_labels(model, first)
+    kept, partition, refused = _second_example(model, first, specs, labels)
+    if kept is not None:
+        second, reference, changed = kept
+        examples.append(second)
+        references.append(reference)
+        notes.append(f"a second example was made from the first ({changed})")
+    elif refused:
+        notes.append(f"no second example: {'; then '.join(refused)}")
+    return examples, specs, notes, references, names, partition
+
+
+def _second_example(model: torch.nn.Module, first: Example, specs: list[DimSpec | None], labels: Any) -> tuple[
+    tuple[Example, list[Any], str] | None, dict[str, str] | None, list[str]
+]:  # fmt: skip
+    """The second example (Note [a second example]): the finest grouping of the hints the model accepts, with
+    eager's outputs and the sizes changed; the grouping; what the model refused on the way."""
+    refused: list[str] = []
+    kept: tuple[Example, list[Any], str] | None = None
+    partition: dict[str, str] | None = None
+
+    def attempt(trial: dict[str, str] | None, only: Any = None) -> bool:
+        nonlocal kept, partition
         try:
-            references.append(_eager(model, second)[0])
-            examples.append(second)
-            notes.append(f"a second example was made from the first ({changed})")
-        except Exception as exc:  # the model refuses the stretched sizes: go on with one example, and say so
-            notes.append(f"no second example: the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
-    return examples, specs, notes, references, names
+            made = stretched(first, specs, trial, only)
+        except ValueError as exc:  # a cache refuses to be rebuilt with sizes its tensors must share (keys and values)
+            if kept is None:
+                refused.append(f"the example's caches refused it stretched: {Failure.of(exc).message}")
+            return False
+        if made is None:
+            return False
+        second_args, second_kwargs, sizes = made
+        changed = ", ".join(f"{labels(name)}: {old} -> {new}" for name, (old, new) in sizes.items())
+        try:  # a cache may refuse sizes its tensors must share (the batch of keys and values) before the model does
+            second = describe(second_args, second_kwargs)
+            reference = _eager(model, second)[0]
+        except Exception as exc:  # the model refuses these sizes: a coarser grouping, or one example only
+            if kept is None:
+                refused.append(f"the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
+            return False
+        kept, partition = (second, reference, changed), trial
+        return True
+
+    trials = hint_partitions(first, specs)
+    trial = next(trials, None)
+    if trial is None:
+        attempt(None)
+        return kept, partition, refused
+    apart = trial
+    try:
+        while True:
+            trial = trials.send(attempt(trial))
+    except StopIteration:
+        pass
+    if kept is None:  # each hint alone, then together those the model takes changed alone
+        free = [name for name in apart if _accepts(model, first, specs, apart, name)]
+        if free:
+            attempt(apart, set(free))
+    return kept, partition, refused
+
+
+def _accepts(model: torch.nn.Module, first: Example, specs: list[DimSpec | None], apart: dict[str, str], name: str) -> bool:
+    try:
+        made = stretched(first, specs, apart, {name})
+        if made is None:
+            return False
+        _eager(model, describe(made[0], made[1]))
+    except Exception:  # the model takes no other size of that dimension alone
+        return False
+    return True
+
+
+def _dim_labels(model: torch.nn.Module, example: Example) -> Any:
+    """A function naming a dimension group of :func:`._examples.groups` for people: a Dim's name as it is, a
+    hint's place ``#0.1`` as ``input_ids dim 1``."""
+    from ..onnx_export._names import input_names
+
+    try:
+        inputs = input_names(model.forward, example.args, example.kwargs)
+    except Exception:  # a name is a courtesy; the place is still right
+        inputs = []
+
+    def label(name: str) -> str:
+        if not name.startswith("#"):  # a group name of _examples: "#<tensor>.<dim>" for a hint, else a Dim's name
+            return name
+        tensor, _, dim = name[1:].partition(".")
+        i = int(tensor)
+        return f"{inputs[i] if i < len(inputs) else f'tensor {i}'} dim {dim}"
+
+    return label
 
 
 def _eager(model: torch.nn.Module, example: Example) -> tuple[list[Any], list[str]]:

@@ -19,6 +19,7 @@ package below it (:mod:`._reuse` for Note [shared programs]); torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
@@ -34,9 +35,9 @@ from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_o
 from ..custom_op._calls import flat_outputs
 from ..onnx_export._names import output_names
 from ..serialize import make_copy
-from ._blame import Failure, Watch, chain
+from ._blame import Failure, Watch, reasons, suggested_fixes
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, varying_dims
+from ._examples import DimSpec, Example, describe, groups, range_points, resized, size_partition, varying_dims
 from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
@@ -47,6 +48,8 @@ from ._verdict import Verdict
 _CHECKED_CALLS = 2
 # Progress of a long export, for users who turn it on (logging.INFO): each attempt, each piece's own program.
 _log = logging.getLogger("piece_by_piece_serialize.export")
+# Seconds between two progress lines inside one attempt (the module tracing is in).
+_HEARTBEAT = 5.0
 
 
 def fresh_namespace() -> str:
@@ -84,6 +87,8 @@ class Job:
         self.copy: torch.nn.Module = model
         self.flat = FlatCall(model, describe(examples[0].args, examples[0].kwargs).call, "the model")
         self.recordings: list[Recording] = []
+        self.suggested: list[str] = []  # torch's suggested fixes for the dynamic shapes, from the failed attempts
+        self.runnable: Any = None  # the program's runnable module, once checked
 
     def close(self) -> None:
         """Free every operator this export registered."""
@@ -114,8 +119,18 @@ class Job:
         watch = Watch(self.copy, self.specs)
         self.flat.on_enter = watch.enter
         shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
-        _log.info("attempt %d: torch.export with %s behind operators", len(self.attempts) + 1, _count(len(self.wrappers), "piece"))
-        start = time.perf_counter()
+        number = len(self.attempts) + 1
+        _log.info("attempt %d: torch.export with %s behind operators", number, _count(len(self.wrappers), "piece"))
+        start = last = time.perf_counter()
+
+        def heartbeat(path: str) -> None:  # a long attempt says where tracing is, every _HEARTBEAT seconds
+            nonlocal last
+            now = time.perf_counter()
+            if now - last >= _HEARTBEAT:
+                last = now
+                _log.info("attempt %d: tracing %s, %.0f s so far", number, path or "the model", now - start)
+
+        watch.heartbeat = heartbeat
         try:
             # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
             # attempt's failure is the search's business and goes into the report instead
@@ -123,6 +138,7 @@ class Job:
                 program = torch.export.export(self.flat, _contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
+            self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]
             return None, exc, watch, time.perf_counter() - start
         finally:
             self.flat.on_enter = None
@@ -143,7 +159,7 @@ class Job:
             if not new:
                 raise self.stuck(failure, blamed, exc) from exc
             for path in new:
-                self.cut_by[path] = (Failure(failure.kind, failure.message, watch.details.get(path, "")), seconds / len(new))
+                self.cut_by[path] = (dataclasses.replace(failure, detail=watch.details.get(path, "")), seconds / len(new))
             kept = [p for p in self.wrappers if not any(p.startswith(q + ".") for q in new)]  # dotted paths
             self.set_cut(kept + new)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -210,13 +226,71 @@ class Job:
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float:
         """The program against eager on every example; ``names`` are its outputs'."""
         _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
-        module = program.module()
+        module = self.runnable = program.module()
         worst = 0.0
         for example, want in zip(self.examples, references, strict=True):
             with torch.no_grad():
                 got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
             worst = max(worst, self.verdict.compare("", want, list(got), "the exported program", names))
         return worst
+
+    def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
+        """The program against eager at the points of the declared ranges (Note [every declared range] in
+        :mod:`._examples`), after :meth:`check_program`; ``eager`` gives the model's flat outputs for an example.
+        Returns a note for the report; raises :class:`PieceByPieceExportError` for a dimension declared dynamic
+        whose every other size eager refuses."""
+        from torch.export.dynamic_shapes import _DimHint, _DimHintType
+
+        first = self.examples[0]
+        points = range_points(first, self.specs, partition)
+        if not points:
+            return None
+        _log.info("checking the program against the model at %s of the declared ranges", _count(len(points), "point"))
+        accepted: dict[str, list[int]] = {}
+        refused: dict[str, list[tuple[int, str]]] = {}
+        by_size = size_partition(first, self.specs)
+        for point in points:
+            ((name, size),) = point.items()
+            tries: list[tuple[dict[str, int], dict[str, str] | None]] = [(point, partition)]
+            if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
+                tries.append(({by_size[name]: size}, by_size))
+            for sized, grouping in tries:
+                try:  # a cache may refuse sizes its tensors must share before the model does
+                    example = describe(*resized(first, self.specs, sized, grouping))
+                    want = eager(example)
+                except Exception as exc:  # out of the model's own range: not the program's business (Note [every declared range])
+                    refused.setdefault(name, []).append((size, Failure.of(exc).message))
+                    continue
+                accepted.setdefault(name, []).append(size)
+                self._check_point(example, want, f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)"), names)
+                break
+        for name, (old, spec) in groups(first, self.specs, partition).items():
+            hint = isinstance(spec, _DimHint)
+            if name in refused and name not in accepted and not (hint and spec.type != _DimHintType.DYNAMIC):
+                sizes = ", ".join(str(size) for size, _ in refused[name])
+                fixes = f"torch's suggested fix: {'; '.join(self.suggested)}" if self.suggested else f"declare it static ({label(name)} = {old})"
+                raise PieceByPieceExportError(
+                    f"export_piece_by_piece: dynamic_shapes declares {label(name)} dynamic ({spec!r}), but the model runs at "
+                    f"no other size than the example's {old}: it refuses {sizes} ({refused[name][0][1]}); the dimension is "
+                    f"static: {fixes}, or give Dim.AUTO",
+                    self.report(None, "automatic"),
+                )
+        skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
+        return f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
+            f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
+        ) + (f"; {skipped} the model itself refuses" if skipped else "")
+
+    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
+        try:
+            with torch.no_grad():
+                got = self.runnable(*_contiguous(make_copy(list(example.tensors))))
+        except Exception as exc:  # the program refuses a size of its declared range that eager takes
+            self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
+            return
+        try:
+            self.verdict.compare("", want, list(got), f"the exported program at {where}", names)
+        except PieceByPieceExportError as exc:  # another count, shape or dtype: as wrong as a refusal
+            self.verdict.refuse(where, f"the program's {str(exc).partition(': ')[2]}")
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
         """Each piece exported alone on its recorded calls (``classes=``), or given the program of an identical
@@ -234,7 +308,10 @@ class Job:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, key = out[donor]
                     trial = Verdict(self.verdict.atol, self.verdict.rtol)
-                    worst = _check_alone(program, module, path, calls, described, names, runnables, trial)
+                    try:
+                        worst = _check_alone(program, module, path, calls, described, names, runnables, trial)
+                    except Exception:  # the donor's program refuses this piece's calls: not reusable
+                        continue
                     if worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
                         self.verdict.merge(trial)
                         out[path] = (program, None, time.perf_counter() - start, worst, key)
@@ -294,11 +371,15 @@ class Job:
             visit("")
         root = Piece(
             "", type(self.model), PieceStatus.CHILDREN_BEHIND_OPERATORS if self.wrappers else PieceStatus.IN_GRAPH,
-            max_abs_diff=whole_diff, seconds=seconds, checked_calls=len(self.examples),
+            max_abs_diff=None if whole_diff is None else max([whole_diff, *(o.max_abs_diff for o in self.verdict.of(""))]),
+            seconds=seconds, checked_calls=len(self.examples),
             outputs=self.verdict.of("") if whole_diff is not None else (), passed=self.verdict.passed("") if whole_diff is not None else None,
         )  # fmt: skip
         examples = [_describe_example(e) for e in self.examples]
-        return ExportReport(type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds)
+        return ExportReport(
+            type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds,
+            refused=list(self.verdict.refused),
+        )  # fmt: skip
 
     def _piece(self, path: str, on_path: set[str], checks: dict[str, tuple[float, int]], own: dict[str, Any]) -> Piece:
         module_class = type(self.model.get_submodule(path))
@@ -329,6 +410,10 @@ def _quiet(logger: str) -> Iterator[None]:
         log.setLevel(level)
 
 
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes))
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
@@ -341,7 +426,7 @@ def _contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
 
 def _excerpt(exc: BaseException, lines: int = 20) -> str:
     """The start of the innermost message of ``exc`` and its causes, indented: what torch said."""
-    text = str(chain(exc)[-1]).strip().splitlines()
+    text = str(reasons(exc)[-1]).strip().splitlines()
     kept = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
     return "\n".join(f"  {line}" for line in kept)
 
@@ -417,7 +502,17 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
-    return program, None, seconds, _check_alone(program, module, path, calls, described, names, runnables, verdict), described[0].key
+    try:
+        worst = _check_alone(program, module, path, calls, described, names, runnables, verdict)
+    except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
+        return None, _refusing(exc), time.perf_counter() - start, None, None
+    return program, None, seconds, worst, described[0].key
+
+
+def _refusing(exc: BaseException) -> Failure:
+    """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
+    failure = Failure.of(exc)
+    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
 
 
 def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],

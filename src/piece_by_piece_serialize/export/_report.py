@@ -16,7 +16,8 @@ Note [the Markdown report]
 summary table, the attempts with the failure each met and what it put behind operators next, the examples, the
 tree of Note [report lines] as a table (no-break spaces indent it, as Markdown drops leading spaces), then a
 section per piece behind an operator, consecutive identical siblings in one: its class and operator, why it was
-cut (the kind, the guard and where it is false, torch's message unclipped), the check against its module, and
+cut (the kind, the guard and where it is false, the file and line of the model's code torch failed in, torch's
+suggested fix, torch's whole message), the check against its module, and
 which program it runs (exported alone, or the one exported from an identical piece, Note [shared programs]).
 Table cells are one line with their pipes escaped; torch's messages go in fenced blocks.
 
@@ -126,6 +127,7 @@ class ExportReport:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     onnx: Any = None  # what to_onnx wrote (an OnnxExport), once it ran
+    refused: list[str] = field(default_factory=list)  # sizes of the declared ranges the program refuses and eager takes
 
     def attach_onnx(self, written: Any) -> None:
         """Add what ``to_onnx`` measured: each piece's and the model's onnxruntime difference against eager."""
@@ -165,6 +167,7 @@ class ExportReport:
             head += f": {'PASS' if self.passed else 'FAIL'}"
         lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
         lines += [f"  output {o.line()}" for o in self.root.outputs if not o.passed]
+        lines += [f"  FAIL {r}" for r in self.refused]
         lines += [f"  note: {n}" for n in self.notes]
         if self.onnx is not None:
             functions = self.onnx.functions
@@ -190,7 +193,9 @@ class ExportReport:
             yield from self._rows(group[0], depth + 1)
 
     def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str, str]:
-        reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}"
+        reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}" + (
+            f" (at {_short(piece.failure.where)})" if piece.failure.where else ""
+        ) + (f"; fix: {piece.failure.fix}" if piece.failure.fix else "")
         if piece.own_export_failure is not None:
             own = piece.own_export_failure
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
@@ -232,6 +237,7 @@ class ExportReport:
             ],
             "examples": list(self.examples),
             "notes": list(self.notes),
+            "refused": list(self.refused),
             "onnx": None if self.onnx is None else {
                 "path": self.onnx.path, "size": self.onnx.size, "functions": {k: list(v) for k, v in self.onnx.functions.items()},
                 "max_abs_diff": _finite(self.onnx.model_diff), "seconds": _rounded(self.onnx.seconds),
@@ -262,7 +268,7 @@ def _markdown(report: ExportReport) -> str:
     ]  # fmt: skip
     if report.onnx is not None:
         o = report.onnx
-        summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max \\|diff\\| of "
+        summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max |diff| of "
                                 f"onnxruntime {_number(o.model_diff)}, {o.seconds:.1f} s"))  # fmt: skip
     if report.passed is not None:
         failed = f" ({', '.join(report.failed)})" if report.failed else ""
@@ -279,6 +285,7 @@ def _markdown(report: ExportReport) -> str:
         result = "exported" if a.failure is None else f"failed: {a.failure.kind}: {a.failure.message}"
         lines.append(f"| {a.number} | {_cell(result)} | {a.seconds:.1f} s | {_cell(', '.join(a.cut))} |")
     lines += ["", "## Examples", "", *(f"- {e}" for e in report.examples), *(f"- note: {x}" for x in report.notes)]
+    lines += [f"- FAIL {r}" for r in report.refused]
     lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | verdict | time |", "|---|---|---|---:|---|---:|"]
     for depth, label, piece in _table_rows(report, "", 0):
         diff = "" if piece.max_abs_diff is None else _number(piece.max_abs_diff)
@@ -328,7 +335,12 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         lines.append(f"- cut because: {piece.failure.kind}")
         if piece.failure.detail:
             lines.append(f"- where: {piece.failure.detail}")
-        lines += ["- torch's message:", "", "  ```text", f"  {piece.failure.message}", "  ```"]
+        if piece.failure.where:
+            lines.append(f"- in the model's code: `{piece.failure.where}`")
+        if piece.failure.fix:
+            lines.append(f"- torch's suggested fix: `{piece.failure.fix}`")
+        text = (piece.failure.text or piece.failure.message).splitlines()
+        lines += ["- torch's message:", "", "  ```text", *(f"  {line}".rstrip() for line in text), "  ```"]
     if piece.max_abs_diff is not None:
         lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
                      f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}: {piece.verdict or 'not compared'}")  # fmt: skip
@@ -412,7 +424,16 @@ def _merge(pieces: Sequence[Piece]) -> Piece:
 
 
 def _failure(failure: Failure | None) -> dict[str, str] | None:
-    return None if failure is None else {"kind": failure.kind, "message": failure.message, "detail": failure.detail}
+    if failure is None:
+        return None
+    return {"kind": failure.kind, "message": failure.message, "detail": failure.detail, "where": failure.where, "fix": failure.fix}
+
+
+def _short(where: str) -> str:
+    """``file:line`` with the file's name only, for a line of the tree (the Markdown page has the whole path)."""
+    import os
+
+    return os.path.basename(where)
 
 
 def _relative(parent: str, path: str) -> str:

@@ -12,6 +12,7 @@ Imports: :mod:`..artifact` (the runnable module, the writer), :mod:`..custom_op`
 
 from __future__ import annotations
 
+import errno
 import os
 import weakref
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ import torch
 from ..artifact._runnable import FlatProgramModule
 from ..artifact._write import SavedPiece, write_artifact
 from ..custom_op._calls import Call
+from ._errors import PieceByPieceExportError
 from ._report import ExportReport, Piece
 
 if TYPE_CHECKING:
@@ -57,17 +59,49 @@ class PieceByPieceExport:
         """A module that runs the program on the model's own arguments and returns the model's own output
         (caches passed in are updated in place, as by the model); it keeps this export's operators alive. A
         call whose structure differs from the example's raises ``CallStructureError``."""
-        return FlatProgramModule(self.program, self._call, self._key, self, "PieceByPieceExport.module()")
+        self._check_open("module()")
+        return _ExportModule(self.program, self._call, self._key, self, "PieceByPieceExport.module()")
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` freed the operators: the program and its modules cannot run any more."""
+        return not self._finalizer.alive
+
+    def _check_open(self, what: str) -> None:
+        if self.closed:
+            raise PieceByPieceExportError(
+                f"PieceByPieceExport.{what}: this export was closed, and the operators its program calls are freed; "
+                "export the model again, or save() before close() and load the artifact"
+            )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the export as one archive (a ``.pt2`` file, torch's PT2 archive): the top program, each distinct
         piece program, every weight once, and a manifest; :func:`load_piece_by_piece` loads it in any process.
         A piece that has no program of its own (its export failed) is stored as its weights and the name of its
-        class, which loading then needs in ``implementations=``."""
-        write_artifact(
-            os.fspath(path), program=self.program, call=self._call, namespace=self._namespace,
-            model_class=self.report.model_class, pieces=self._saved,
-        )  # fmt: skip
+        class, which loading then needs in ``implementations=``. Raises ``FileNotFoundError`` for a directory
+        that does not exist, ``PermissionError`` (an ``OSError``) for a path that cannot be written, each naming
+        the path."""
+        target = os.path.abspath(os.fspath(path))
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(errno.ENOENT, f"PieceByPieceExport.save: no directory {folder!r} to write {os.fspath(path)!r} in", target)
+        if os.path.isdir(target):
+            raise IsADirectoryError(errno.EISDIR, f"PieceByPieceExport.save: {os.fspath(path)!r} is a directory; give a file path (model.pt2)", target)
+        existed = os.path.exists(target)
+        try:
+            with open(target, "ab"):  # can the file be written here? (torch's own error would not name it)
+                pass
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"PieceByPieceExport.save: cannot write {os.fspath(path)!r}: {exc.strerror}", target) from None
+        try:
+            write_artifact(
+                target, program=self.program, call=self._call, namespace=self._namespace,
+                model_class=self.report.model_class, pieces=self._saved,
+            )  # fmt: skip
+        except RuntimeError as exc:  # torch's C++ writer: "enforce fail ...", without the path
+            if not existed:
+                os.remove(target)
+            raise OSError(f"PieceByPieceExport.save: writing {os.fspath(path)!r} failed: {exc}") from exc
 
     def to_onnx(self, path: str | os.PathLike[str], *, opset: int | None = None) -> OnnxExport:
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
@@ -110,6 +144,14 @@ class PieceByPieceExport:
     def __repr__(self) -> str:
         cut = self.report.behind_operators
         return f"<PieceByPieceExport of {self.report.model_class.__name__}: {len(cut)} pieces behind operators>"
+
+
+class _ExportModule(FlatProgramModule):
+    """The runnable module of an export: refuses to run once the export is closed (its operators are gone)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self.owner._check_open("module()'s call")
+        return super().forward(*args, **kwargs)
 
 
 def _why_not(failure: Any) -> str:

@@ -85,6 +85,12 @@ class Verdict:
     def __init__(self, atol: float | None, rtol: float | None) -> None:
         self.atol, self.rtol = atol, rtol
         self.outputs: dict[str, dict[str, OutputCheck]] = {}
+        self.refused: list[str] = []  # points of the declared ranges eager accepts and the program refuses
+
+    def refuse(self, point: str, what: str) -> None:
+        """The program refused a call eager accepts, or gave outputs of other shapes (Note [every declared range]
+        in :mod:`._examples`): ``what`` says which, as a clause."""
+        self.refused.append(f"at {point} {what}")
 
     def compare(self, subject: str, expected: Sequence[Any], got: Sequence[Any], what: str, names: Sequence[str] | None = None) -> float:
         """Compare ``got`` with eager's ``expected`` (flat tensors of the same structure), keep each output's
@@ -124,6 +130,8 @@ class Verdict:
 
     def passed(self, subject: str) -> bool | None:
         checks = self.outputs.get(subject)
+        if subject == "" and self.refused:
+            return False
         return None if not checks else all(c.passed for c in checks.values())
 
 
