@@ -90,12 +90,14 @@ def test_a_closed_export_says_so_when_its_module_is_called() -> None:
          "dynamic_shapes: input dim 0 is 1 in the example, declared dynamic (Dim('batch', min=1, max=64)); torch.export "
          "specializes a dimension of size 0 or 1 to that constant: give an example of size 2 or more"),
         (({0: Dim.DYNAMIC},), torch.randn(1, 4), "dynamic_shapes: input dim 0 is 1 in the example, declared dynamic (Dim.DYNAMIC)"),
+        (({0: Dim.AUTO},), torch.randn(1, 4), "dynamic_shapes: input dim 0 is 1 in the example, declared dynamic (Dim.AUTO)"),
     ],
-    ids=["name-reused", "min-above-example", "size-one", "dynamic-size-one"],
+    ids=["name-reused", "min-above-example", "size-one", "dynamic-size-one", "auto-size-one"],
 )
 def test_dynamic_shapes_mistakes_are_named(shapes: Any, x: Any, message: str) -> None:
     model = torch.nn.Sequential(torch.nn.ReLU()).eval()
-    # (Sequential's forward takes `input`) before: "the export fails outside the model's submodules (no module could be blamed)"
+    # (Sequential's forward takes `input`) before: "the export fails outside the model's submodules (no module could be
+    # blamed)", and for Dim.AUTO a program that took only a batch of 1 (found by tests/property/test_export_contract.py)
     with pytest.raises(PieceByPieceExportError) as caught:
         export_piece_by_piece(model, (x,), dynamic_shapes=shapes)
     assert str(caught.value).startswith(message)

@@ -201,8 +201,8 @@ def check_dims(example: Example, specs: Sequence[DimSpec | None], label: Any) ->
         for d, spec in (dims or {}).items():
             where, size = label(f"#{i}.{d}"), int(t.shape[d])
             if isinstance(spec, _DimHint):
-                if spec.type == _DimHintType.DYNAMIC and size < 2:
-                    raise PieceByPieceExportError(_size_one(where, size, "Dim.DYNAMIC"))
+                if spec.type != _DimHintType.STATIC and size < 2:
+                    raise PieceByPieceExportError(_size_one(where, size, f"Dim.{spec.type.name}"))
                 continue
             if isinstance(spec, _DerivedDim):
                 continue  # its root's range and the example's size are torch's to check

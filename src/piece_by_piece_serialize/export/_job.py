@@ -226,13 +226,10 @@ class Job:
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float:
         """The program against eager on every example; ``names`` are its outputs'."""
         _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
-        module = self.runnable = program.module()
-        worst = 0.0
-        for example, want in zip(self.examples, references, strict=True):
-            with torch.no_grad():
-                got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
-            worst = max(worst, self.verdict.compare("", want, list(got), "the exported program", names))
-        return worst
+        self.runnable = program.module()
+        for number, (example, want) in enumerate(zip(self.examples, references, strict=True), 1):
+            self._check_point(example, want, f"example {number} ({_describe_example(example)})", names)
+        return max([0.0, *(o.max_abs_diff for o in self.verdict.of(""))])
 
     def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
         """The program against eager at the points of the declared ranges (Note [every declared range] in
@@ -282,9 +279,9 @@ class Job:
 
     def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
         try:
-            with torch.no_grad():
+            with torch.no_grad():  # on a copy: a program may change a cache in place
                 got = self.runnable(*_contiguous(make_copy(list(example.tensors))))
-        except Exception as exc:  # the program refuses a size of its declared range that eager takes
+        except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
             self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
             return
         try:
