@@ -186,5 +186,5 @@ def test_a_cut_piece_points_at_the_models_code_with_torchs_whole_message_and_fix
     cut = export_piece_by_piece(Model().eval(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
     guarded = cut.pieces["guarded"].failure
     assert guarded is not None and guarded.fix == "batch = Dim('batch', max=40)"
-    assert "; fix: batch = Dim('batch', max=40)" in str(cut.report)
+    assert "; torch suggests: batch = Dim('batch', max=40)" in str(cut.report)
     assert "- torch's suggested fix: `batch = Dim('batch', max=40)`" in cut.report.to_markdown()

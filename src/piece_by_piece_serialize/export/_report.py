@@ -195,7 +195,7 @@ class ExportReport:
     def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str, str]:
         reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}" + (
             f" (at {_short(piece.failure.where)})" if piece.failure.where else ""
-        ) + (f"; fix: {piece.failure.fix}" if piece.failure.fix else "")
+        ) + (f"; torch suggests: {piece.failure.fix}" if piece.failure.fix else "")
         if piece.own_export_failure is not None:
             own = piece.own_export_failure
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
