@@ -56,7 +56,8 @@ class Failure:
 
     @classmethod
     def of(cls, exc: BaseException, detail: str = "") -> Failure:
-        text = str(reasons(exc)[-1]).strip()
+        innermost = reasons(exc)[-1]
+        text = f"{type(innermost).__name__}: {str(innermost).strip()}"
         return cls(classify(exc), first_line(exc), detail, source_line(exc), "; ".join(suggested_fixes(exc)), text)
 
 
