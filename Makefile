@@ -15,8 +15,9 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 PIN    := -c constraints.txt
 
 FUZZ_SECONDS ?= 180
+EXPORT_FUZZ_EXAMPLES ?= 300
 
-.PHONY: venv venv-test demo test lint fuzz bench docs tables accel clean
+.PHONY: venv venv-test demo test lint fuzz fuzz-export bench docs tables accel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +47,10 @@ lint: venv-test
 
 fuzz: venv-test
 	$(BIN)/python fuzz/run_all.py --seconds $(FUZZ_SECONDS)
+
+# the export's contract on random small models and dynamic shapes (tests/property/test_export_contract.py, long)
+fuzz-export: venv-test
+	$(BIN)/python fuzz/fuzz_export.py --examples $(EXPORT_FUZZ_EXAMPLES)
 
 # the compiled engine first when mypyc and a C compiler are there (--if-possible: skipped with a message otherwise),
 # so that the table has its rows beside the pure engine's

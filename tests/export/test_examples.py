@@ -41,7 +41,10 @@ def test_a_second_example_is_made_and_said_and_its_refusal_too() -> None:
     model = Pair()
     batch = torch.export.Dim("batch", min=2, max=16)
     result = export_piece_by_piece(model, (torch.randn(3, 4), {"bias": torch.randn(5, 4)}), dynamic_shapes=({0: batch}, None))
-    assert result.report.notes == ["a second example was made from the first (batch: 3 -> 4)"]
+    assert result.report.notes == [
+        "a second example was made from the first (batch: 3 -> 4)",
+        "the program checked at 3 more points of the declared ranges (batch: 2, 9, 16)",  # Note [every declared range]
+    ]
     assert len(result.report.examples) == 2
 
     class Strict(Pair):
@@ -62,7 +65,10 @@ def test_additional_inputs_give_the_dimensions_and_the_examples() -> None:
     shapes = torch.export.AdditionalInputs()
     shapes.add((torch.randn(7, 4), {"bias": torch.randn(5, 4)}))
     result = export_piece_by_piece(model, (torch.randn(3, 4), {"bias": torch.randn(5, 4)}), dynamic_shapes=shapes)
-    assert result.report.notes == ["dynamic dimensions from 2 examples (torch.export.AdditionalInputs)"]
+    assert result.report.notes == [
+        "dynamic dimensions from 2 examples (torch.export.AdditionalInputs)",
+        "the program checked at 3 more points of the declared ranges (x dim 0: 2, 4, 7)",
+    ]
     x = torch.randn(11, 4)
     extra = {"bias": torch.randn(5, 4)}
     got, want = result.module()(x, extra), model(x, extra)

@@ -242,7 +242,7 @@ def test_classes_by_name_put_every_instance_behind_an_operator() -> None:
 def test_the_runnable_module_refuses_another_call_structure() -> None:
     model = _deep()
     result = export_piece_by_piece(model, (torch.randn(3, 4),))
-    with pytest.raises(CallStructureError, match="exported for"):
+    with pytest.raises(CallStructureError, match=r"^PieceByPieceExport.module\(\): positional argument 0 was a Tensor in the example, here a "):
         result.module()([torch.randn(3, 4)])
 
 
@@ -250,6 +250,7 @@ def test_progress_is_logged_at_info_for_those_who_turn_it_on(caplog: Any) -> Non
     caplog.set_level("INFO", logger="piece_by_piece_serialize")
     export_piece_by_piece(_deep(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},)).close()
     lines = [r.getMessage() for r in caplog.records if r.name == "piece_by_piece_serialize.export"]
+    lines = [line for line in lines if not line.endswith(" s so far")]  # a slow machine's heartbeats: by time, not by step
     assert lines[0] == "attempt 1: torch.export with 0 pieces behind operators"
     assert lines[1].startswith("attempt 1: failed in ") and lines[1].endswith("(data-dependent guard); next behind operators: top.mid.leaf")
     assert lines[2] == "attempt 2: torch.export with 1 piece behind operators"

@@ -90,12 +90,15 @@ def test_serialize_args_empty_kwargs_and_args_names() -> None:
     assert type(args) is tuple and len(args) == 1 and args[0] is x
 
 
-def test_serialize_args_refuses_a_bare_tensor() -> None:
-    # the original returned it: op(*serialize_args(x, None, None)) then unpacked the tensor's rows
+def test_serialize_args_keeps_a_bare_tensor_as_the_original_did() -> None:
+    # the original module's own tests assert serialize_args(x, None, schema=...) is x
     x = t(3, 2)
-    for kwargs in (None, {}):
-        with pytest.raises(TypeError, match=r"^serialize_args: args must be the tuple \(or list\) of positional arguments, got a Tensor; write serialize_args\(\(x,\), \.\.\.\) for one tensor argument$"):
-            serialize_args(x, kwargs, schema=None)
+    assert serialize_args(x, None, schema="f(Tensor x) -> Tensor") is x
+    assert serialize_args(x, None, schema=None) is x
+    same, kwargs = serialize_args(x, {}, schema=None)
+    assert same is x and kwargs == {}
+    flat, kwargs = serialize_args(x, {"y": x}, schema=None, args_names=["x", "y"])
+    assert len(flat) == 2 and flat[0] is x and flat[1] is x and kwargs == {}
     args, kwargs = serialize_args((x,), {}, schema=None)
     assert kwargs == {} and type(args) is tuple and len(args) == 1 and args[0] is x
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..custom_op._calls import Call, describe_call, finish_call
+from ..custom_op._calls import Call, describe_call, difference, finish_call
 from ..custom_op._sites import Sites
 
 
@@ -46,11 +46,11 @@ class FlatProgramModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         found = self.sites.match(args, kwargs)
         if found is None:
-            _, tensors, key = describe_call(self.name, args, kwargs)
+            call, tensors, key = describe_call(self.name, args, kwargs)
             if key != self.key:
                 raise CallStructureError(
-                    f"{self.name}: called with {key}, but the program was exported for {self.key}: every call must "
-                    "pass the same arguments, the same ones None and the same scalar values as the example"
+                    f"{self.name}: {difference(self.call, call)}; every call must pass the same arguments, the same ones "
+                    f"None and the same scalar values as the example (the example's call: {self.key}; this one: {key})"
                 )
             self.sites.add(args, kwargs, self.call, key)
         else:

@@ -473,15 +473,19 @@ def submodules_of(model: torch.nn.Module, classes: Any, caller: str) -> list[tup
     """The outermost submodules of ``model`` that are instances of ``classes`` and not already behind an operator,
     with their dotted paths; a submodule inside a chosen one is left out (none when all are behind operators).
 
-    ``classes`` is a class, a class name (``"LlamaDecoderLayer"``, or a qualified name) or a tuple of them; a
-    name must name exactly one class among the model's modules. Raises ``TypeError`` for anything else and
+    ``classes`` is a class, a class name (``"LlamaDecoderLayer"``, or a qualified name, where the class is
+    defined or where its package exports it: ``"torch.nn.Linear"``) or a tuple (or list) of them; a name must
+    name exactly one class among the model's modules. Raises ``TypeError`` for anything else and
     ``ValueError``, named after ``caller``, for a name that names no class or several, for classes matching no
     submodule (the message lists the classes the model has) and for the model itself being one.
     """
     present: dict[type, int] = {}
     for sub in model.modules():
         present[type(sub)] = present.get(type(sub), 0) + 1
-    wanted = tuple(_resolve_class(c, present, caller) for c in (classes if isinstance(classes, tuple) else (classes,)))
+    given = tuple(classes) if isinstance(classes, (tuple, list)) else (classes,)  # a list reads as a tuple
+    if not given:
+        raise ValueError(f"{caller}: classes={classes!r} names no class; give a class, a class name or a tuple of them")
+    wanted = tuple(_resolve_class(c, present, caller) for c in given)
     if isinstance(model, wanted):
         raise ValueError(f"{caller}: the model itself is an instance of {_names(wanted)}; use as_custom_op")
     chosen: list[tuple[str, Any]] = []
@@ -510,8 +514,12 @@ def _resolve_class(given: Any, present: dict[type, int], caller: str) -> type:
         return given
     if not isinstance(given, str):
         raise TypeError(f"{caller}: classes must be classes or class names, not {type(given).__qualname__}")
-    # a class name is looked up among the model's own classes, never imported
+    # a class name is looked up among the model's own classes, never imported; a qualified name may name the class
+    # where its package exports it ("torch.nn.Linear" for torch.nn.modules.linear.Linear)
     found = [c for c in present if given in (c.__name__, c.__qualname__, f"{c.__module__}.{c.__qualname__}")]
+    if not found and "." in given:
+        package, _, qualname = given.rpartition(".")  # a dotted Python name, not one of the library's languages
+        found = [c for c in present if c.__qualname__ == qualname and (c.__module__ + ".").startswith(package + ".")]
     if len(found) == 1:
         return found[0]
     if not found:

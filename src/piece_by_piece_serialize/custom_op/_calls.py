@@ -134,6 +134,31 @@ def describe_call(op: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     return call, tensors, key_of(call.kinds, call.keywords, constants)
 
 
+def difference(expected: Call, got: Call) -> str:
+    """What differs between the structure of the example's call and another's, said of the first argument it
+    concerns (```scale` was None in the example, here a Tensor``)."""
+    if (expected.n_positional, expected.keywords) != (got.n_positional, got.keywords):
+        return (
+            f"the example passed {expected.n_positional} positional arguments and the keywords {list(expected.keywords)}, "
+            f"this call {got.n_positional} and {list(got.keywords)}"
+        )
+    names = [f"positional argument {i}" for i in range(expected.n_positional)] + [f"`{k}`" for k in expected.keywords]
+    for name, a, b in zip(names, expected.kinds, got.kinds, strict=True):
+        if a != b:
+            return f"{name} was {_said(a)} in the example, here {_said(b)}"
+    changed = sorted(i for i in {*expected.constants, *got.constants} if expected.constants.get(i) != got.constants.get(i))
+    if changed:
+        i = changed[0]
+        return f"a scalar of the call was {expected.constants.get(i)!r} in the example, here {got.constants.get(i)!r} (scalars are constants of the program)"
+    return "the same arguments"
+
+
+def _said(kind: str) -> str:
+    from ..type_info import pretty_type_info
+
+    return "None" if kind == "None" else f"a {pretty_type_info(kind)}"
+
+
 def merge(tensors: Sequence[Any], constants: dict[int, Any], n_flat: int) -> list[Any]:
     """The flat list of a value: its tensors in order, its constants at their places."""
     if len(tensors) + len(constants) != n_flat:

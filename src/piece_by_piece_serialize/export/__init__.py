@@ -31,16 +31,28 @@ import torch
 
 from ..serialize import make_copy
 from ._blame import FAILURE_KINDS, Failure
-from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, dynamic_shapes_from_examples, flat_specs, stretched, varying_dims
+from ._errors import ExportMismatchError, PieceByPieceExportError
+from ._examples import (
+    DimSpec,
+    Example,
+    check_dims,
+    describe,
+    dynamic_shapes_from_examples,
+    flat_specs,
+    hint_partitions,
+    observed_partition,
+    stretched,
+    varying_dims,
+)
 from ._job import Job
 from ._record import module_paths, run_recording, tracing_path
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport
 from ._values import why_no_values
+from ._verdict import DEFAULT_TOLERANCES, OutputCheck, Verdict, check_tolerances
 
 # Progress, for users who turn it on: logging.getLogger("piece_by_piece_serialize").setLevel(logging.INFO) and a
-# handler (logging.basicConfig(level=logging.INFO) does both); docs/export.md, "Progress".
+# handler (logging.basicConfig()); docs/export.md, "Progress".
 _log = logging.getLogger("piece_by_piece_serialize.export")
 
 __all__ = [
@@ -56,6 +68,9 @@ __all__ = [
     "Failure",
     "FAILURE_KINDS",
     "PieceByPieceExportError",
+    "ExportMismatchError",
+    "OutputCheck",
+    "DEFAULT_TOLERANCES",
 ]
 
 
@@ -66,6 +81,9 @@ def export_piece_by_piece(
     *,
     dynamic_shapes: Any = None,
     classes: Any = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    strict: bool = True,
 ) -> PieceByPieceExport:
     """Export ``model`` with ``torch.export``, putting behind custom operators only what does not export.
 
@@ -81,7 +99,18 @@ def export_piece_by_piece(
     those classes behind its operator and exports the rest; each such piece is also exported alone, and its
     program is kept in :attr:`Piece.program`.
 
-    Returns a :class:`PieceByPieceExport`. Raises :class:`PieceByPieceExportError` (a ``ValueError``) when the
+    Every output tensor of the program is compared with eager on every example, and each piece's with its own
+    module on its recorded calls: an output passes when ``|got - eager| <= atol + rtol * |eager|`` everywhere
+    (Note [the verdict]). ``atol`` and ``rtol`` default per dtype (:data:`DEFAULT_TOLERANCES`: 1e-4 and 1e-4
+    for float32, 1e-7 for float64, 1e-3 for float16, 1e-2 and 1.6e-2 for bfloat16); integer and boolean
+    outputs must be equal. The report says pass or FAIL per output, per piece and for the model. A model with
+    an active dropout (in training mode) is refused, naming those modules, as its outputs are random; batch
+    norms in training mode give a warning.
+
+    Returns a :class:`PieceByPieceExport`. When the program or a piece does not match, raises
+    :class:`ExportMismatchError` (a :class:`PieceByPieceExportError`) carrying the report and the export; with
+    ``strict=False`` the export is returned instead, its report saying FAIL (and an active dropout only warns).
+    Raises :class:`PieceByPieceExportError` (a ``ValueError``) when the
     export fails where no operator can help (the model's own code, outside its submodules), when ``classes``
     leave a part that does not export, and for ``dynamic_shapes`` that do not fit the example; ``TypeError``
     when the example does not match the model's ``forward``. The model is left as it was.
@@ -98,18 +127,18 @@ def export_piece_by_piece(
         raise TypeError(f"export_piece_by_piece: expected a torch.nn.Module, got {type(model).__qualname__}")
     if not isinstance(args, tuple):
         raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
+    check_tolerances(atol, rtol)
+    _check_mode(model, strict)
     unchecked = why_no_values(model, describe(args, dict(kwargs or {})).tensors)
-    examples, specs, notes, references = _examples(model, args, dict(kwargs or {}), dynamic_shapes, unchecked is not None)
-    job = Job(model, examples, specs, notes, unchecked)
+    examples, specs, notes, references, names, partition = _examples(model, args, dict(kwargs or {}), dynamic_shapes, unchecked is not None)
+    job = Job(model, examples, specs, notes, Verdict(atol, rtol), unchecked)
     try:
         if classes is None:
             job.set_cut([])
             program = job.search()
         else:
             program = job.export_with_classes(classes)
-        checks = job.check_pieces()
-        own = job.own_programs() if classes is not None else {}
-        whole = job.check_program(program, references)
+        checks, own, whole = _checks(job, model, program, references, names, partition, classes is not None)
     except BaseException:
         job.close()
         raise
@@ -120,14 +149,80 @@ def export_piece_by_piece(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )
     result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs)
+    if report.passed is False and strict:
+        raise ExportMismatchError(_mismatch(report), report, result)
     return result
 
 
+def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[list[Any]], names: list[str],
+            partition: dict[str, str] | None, own_programs: bool) -> tuple[dict[str, Any], dict[str, Any], float | None]:  # fmt: skip
+    """Every check of an export (Note [the verdict]): each piece against its module, each piece's own program
+    (``classes=``), the program against eager on the examples and across the declared ranges."""
+    checks = job.check_pieces()
+    own = job.own_programs() if own_programs else {}
+    whole = job.check_program(program, references, names)
+    if job.unchecked is None:  # the ranges' points compare values: none to compare without them
+        checked = job.check_ranges(lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)
+        if checked:
+            job.notes.append(checked)
+    return checks, own, whole
+
+
+def _mismatch(report: ExportReport) -> str:
+    """The message of :class:`ExportMismatchError`: what failed, by how much, and how to go on."""
+    lines = [f"export_piece_by_piece: the export of the {report.model_class.__name__} does not match eager: {', '.join(report.failed)}"]
+    for who, piece in [("(model)", report.root), *report.pieces.items()]:
+        lines += [f"  {who} {o.line()}" for o in piece.outputs if not o.passed][:8]
+    lines += [f"  (model) {r}" for r in report.refused[:8]]
+    lines.append(
+        "Check that the model is in eval mode and deterministic; pass atol=/rtol= if the differences are expected, "
+        "or strict=False to get the export back (the error's .result holds it too) with its report."
+    )
+    return "\n".join(lines)
+
+
+def _check_mode(model: torch.nn.Module, strict: bool) -> None:
+    """Refuse a model whose dropout is active (training mode, a probability above 0: its outputs are random and
+    no program can match them), by the names of those modules; warn for batch norms in training mode (they
+    compute with the batch's statistics and update their running ones)."""
+    import warnings
+
+    random, batch_stats = [], []
+    for name, m in model.named_modules():
+        if not m.training:
+            continue
+        dropout = isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+        # transformers' attentions call functional dropout with this rate while training
+        functional = isinstance(getattr(m, "attention_dropout", None), float) and m.attention_dropout > 0
+        if dropout or functional:
+            random.append(name or "(model)")
+        elif isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            batch_stats.append(name or "(model)")
+    if random:
+        message = (
+            f"export_piece_by_piece: the {type(model).__name__} is in training mode with active dropout ({_some(random)}): "
+            "its outputs are random and no program can match them; call model.eval() first"
+        )
+        if strict:
+            raise PieceByPieceExportError(message)
+        warnings.warn(message, stacklevel=3)
+    if batch_stats:
+        warnings.warn(
+            f"export_piece_by_piece: the {type(model).__name__} is in training mode: its batch norms ({_some(batch_stats)}) "
+            "normalize with each batch's statistics; call model.eval() first for inference", stacklevel=3,
+        )  # fmt: skip
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any, valueless: bool) -> tuple[
-    list[Example], list[DimSpec | None], list[str], list[list[Any]]
+    list[Example], list[DimSpec | None], list[str], list[list[Any]], list[str], dict[str, str] | None
 ]:  # fmt: skip
-    """The examples (the user's, and more given or made), the flat specs, notes for the report, and each
-    example's eager output as flat tensors (without values for a ``valueless`` model: Note [exports without
+    """The examples (the user's, and more given or made), the flat specs, notes for the report, each
+    example's eager output as flat tensors, the names of those tensors, and how the hints move together
+    (Note [a second example]); a ``valueless`` model's outputs have shapes and no values (Note [exports without
     values])."""
     first = describe(args, kwargs)
     notes: list[str] = []
@@ -136,38 +231,118 @@ def _examples(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, A
         examples = [first, *others]
         specs = varying_dims(examples)
         notes.append(f"dynamic dimensions from {len(examples)} examples (torch.export.AdditionalInputs)")
-        references = [_eager(model, e, valueless) for e in examples]
-        return examples, specs, notes, references
+        eager = [_eager(model, e, valueless) for e in examples]
+        return examples, specs, notes, [flat for flat, _ in eager], eager[0][1], observed_partition(examples, specs)
     specs = flat_specs(model.forward, first, dynamic_shapes)
+    check_dims(first, specs, _dim_labels(model, first))
     examples = [first]
-    references = [_eager(model, first, valueless)]
-    made = stretched(first, specs)
-    if made is not None:
-        second_args, second_kwargs, sizes = made
-        changed = ", ".join(f"{name}: {old} -> {new}" for name, (old, new) in sizes.items())
-        second = describe(second_args, second_kwargs)
+    reference, names = _eager(model, first, valueless)
+    references = [reference]
+    labels = _dim_labels(model, first)
+    kept, partition, refused = _second_example(model, first, specs, labels, valueless)
+    if kept is not None:
+        second, reference, changed = kept
+        examples.append(second)
+        references.append(reference)
+        notes.append(f"a second example was made from the first ({changed})")
+    elif refused:
+        notes.append(f"no second example: {'; then '.join(refused)}")
+    return examples, specs, notes, references, names, partition
+
+
+def _second_example(model: torch.nn.Module, first: Example, specs: list[DimSpec | None], labels: Any, valueless: bool = False) -> tuple[
+    tuple[Example, list[Any], str] | None, dict[str, str] | None, list[str]
+]:  # fmt: skip
+    """The second example (Note [a second example]): the finest grouping of the hints the model accepts, with
+    eager's outputs and the sizes changed; the grouping; what the model refused on the way."""
+    refused: list[str] = []
+    kept: tuple[Example, list[Any], str] | None = None
+    partition: dict[str, str] | None = None
+
+    def attempt(trial: dict[str, str] | None, only: Any = None) -> bool:
+        nonlocal kept, partition
         try:
-            references.append(_eager(model, second, valueless))
-            examples.append(second)
-            notes.append(f"a second example was made from the first ({changed})")
-        except Exception as exc:  # the model refuses the stretched sizes: go on with one example, and say so
-            notes.append(f"no second example: the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
-    return examples, specs, notes, references
+            made = stretched(first, specs, trial, only)
+        except ValueError as exc:  # a cache refuses to be rebuilt with sizes its tensors must share (keys and values)
+            if kept is None:
+                refused.append(f"the example's caches refused it stretched: {Failure.of(exc).message}")
+            return False
+        if made is None:
+            return False
+        second_args, second_kwargs, sizes = made
+        changed = ", ".join(f"{labels(name)}: {old} -> {new}" for name, (old, new) in sizes.items())
+        try:  # a cache may refuse sizes its tensors must share (the batch of keys and values) before the model does
+            second = describe(second_args, second_kwargs)
+            reference = _eager(model, second, valueless)[0]
+        except Exception as exc:  # the model refuses these sizes: a coarser grouping, or one example only
+            if kept is None:
+                refused.append(f"the model refused the first one stretched ({changed}): {Failure.of(exc).message}")
+            return False
+        kept, partition = (second, reference, changed), trial
+        return True
+
+    trials = hint_partitions(first, specs)
+    trial = next(trials, None)
+    if trial is None:
+        attempt(None)
+        return kept, partition, refused
+    apart = trial
+    try:
+        while True:
+            trial = trials.send(attempt(trial))
+    except StopIteration:
+        pass
+    if kept is None:  # each hint alone, then together those the model takes changed alone
+        free = [name for name in apart if _accepts(model, first, specs, apart, name, valueless)]
+        if free:
+            attempt(apart, set(free))
+    return kept, partition, refused
 
 
-def _eager(model: torch.nn.Module, example: Example, valueless: bool) -> list[Any]:
-    """The model's own output on a copy of ``example``, as flat tensors: the output, then the caches after. A
-    ``valueless`` model runs on the tracing path, where transformers takes no data-dependent branch (Note
-    [exports without values]); its outputs have shapes and no values."""
+def _accepts(model: torch.nn.Module, first: Example, specs: list[DimSpec | None], apart: dict[str, str], name: str, valueless: bool = False) -> bool:
+    try:
+        made = stretched(first, specs, apart, {name})
+        if made is None:
+            return False
+        _eager(model, describe(made[0], made[1]), valueless)
+    except Exception:  # the model takes no other size of that dimension alone
+        return False
+    return True
+
+
+def _dim_labels(model: torch.nn.Module, example: Example) -> Any:
+    """A function naming a dimension group of :func:`._examples.groups` for people: a Dim's name as it is, a
+    hint's place ``#0.1`` as ``input_ids dim 1``."""
+    from ..onnx_export._names import input_names
+
+    try:
+        inputs = input_names(model.forward, example.args, example.kwargs)
+    except Exception:  # a name is a courtesy; the place is still right
+        inputs = []
+
+    def label(name: str) -> str:
+        if not name.startswith("#"):  # a group name of _examples: "#<tensor>.<dim>" for a hint, else a Dim's name
+            return name
+        tensor, _, dim = name[1:].partition(".")
+        i = int(tensor)
+        return f"{inputs[i] if i < len(inputs) else f'tensor {i}'} dim {dim}"
+
+    return label
+
+
+def _eager(model: torch.nn.Module, example: Example, valueless: bool = False) -> tuple[list[Any], list[str]]:
+    """The model's own output on a copy of ``example``, as flat tensors (the output, then the caches after), and
+    their names. A ``valueless`` model runs on the tracing path, where transformers takes no data-dependent
+    branch (Note [exports without values]); its outputs have shapes and no values."""
     from ..custom_op._calls import flat_outputs, rebuild_arguments
+    from ._result import output_names_of
 
     args, kwargs = rebuild_arguments(example.call, make_copy(list(example.tensors)))
     with tracing_path() if valueless else torch.no_grad():
         output = model(*args, **kwargs)
     given = [*args, *kwargs.values()]
     caches = [given[i] for i in example.call.caches]
-    return flat_outputs("the model", output, caches)[1]
-
+    return flat_outputs("the model", output, caches)[1], output_names_of(model, example.call, args, kwargs, output)
 
 
 @dataclass(frozen=True)

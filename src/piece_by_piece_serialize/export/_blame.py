@@ -42,15 +42,46 @@ _FAR = 8192
 
 @dataclass(frozen=True)
 class Failure:
-    """Why an export attempt failed: the kind (one of :data:`FAILURE_KINDS`) and the first line of torch's message."""
+    """Why an export attempt failed: the kind (one of :data:`FAILURE_KINDS`) and the first line of torch's message;
+    ``detail`` for a constraint violation, the guard and where it is false; ``where`` the file and line of the
+    model's own code torch failed in (``modeling_x.py:120``), when the traceback shows one; ``fix`` torch's
+    suggested fix, when it gives one; ``text`` torch's whole message."""
 
     kind: str
     message: str
     detail: str = ""  # for a constraint violation, the guard added in the module and where it is false
+    where: str = ""
+    fix: str = ""
+    text: str = ""
 
     @classmethod
     def of(cls, exc: BaseException, detail: str = "") -> Failure:
-        return cls(classify(exc), first_line(exc), detail)
+        innermost = reasons(exc)[-1]
+        text = f"{type(innermost).__name__}: {str(innermost).strip()}"
+        return cls(classify(exc), first_line(exc), detail, source_line(exc), "; ".join(suggested_fixes(exc)), text)
+
+
+def source_line(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of the model's own code in the traceback of ``exc`` or its causes:
+    neither torch's, nor this library's, nor Python's; "" when there is none."""
+    import os
+    import sysconfig
+
+    import torch
+
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skipped = (os.path.dirname(os.path.abspath(torch.__file__)), ours, sysconfig.get_paths()["stdlib"])
+    for e in reversed(chain(exc)):  # the innermost exception first: it was raised nearest to the model's code
+        found = ""
+        tb: types.TracebackType | None = e.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if not name.startswith("<") and not os.path.abspath(name).startswith(skipped):
+                found = f"{name}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        if found:
+            return found
+    return ""
 
 
 def chain(exc: BaseException) -> list[BaseException]:
@@ -85,13 +116,53 @@ def classify(exc: BaseException) -> str:
     return OTHER
 
 
+# Exceptions code raises to look something up and catches to try another way: met as the implicit context
+# (__context__) of a failure, they are how torch got there, not why it failed.
+_LOOKUPS = (NameError, KeyError, AttributeError, StopIteration, ImportError)
+
+
+def reasons(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes, as :func:`chain`, but not through an implicit context that is a look-up torch
+    caught (``NameError: module is not installed as a submodule``): what a message quotes."""
+    out: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in out:
+        out.append(current)
+        if current.__cause__ is not None:
+            current = current.__cause__
+        elif current.__suppress_context__ or isinstance(current.__context__, _LOOKUPS):
+            break
+        else:
+            current = current.__context__
+    return out
+
+
 def first_line(exc: BaseException) -> str:
     """``Type: first non-empty line of the message`` of the innermost cause that has one."""
-    for e in reversed(chain(exc)):
+    for e in reversed(reasons(exc)):
         for line in str(e).splitlines():
             if line.strip():
                 return f"{type(e).__name__}: {line.strip()}"
     return type(exc).__name__
+
+
+def suggested_fixes(exc: BaseException) -> list[str]:
+    """The fixes torch suggests: the lines under "Suggested fixes:" of a constraint violation (``feat = 4``), or
+    the first check it offers for a data-dependent guard (``torch._check(...)``); torch's prose, read by lines."""
+    for e in chain(exc):
+        lines = [line.strip() for line in str(e).splitlines()]
+        if "Suggested fixes:" in lines:
+            fixes = []
+            for line in lines[lines.index("Suggested fixes:") + 1 :]:
+                if not line:
+                    break
+                fixes.append(line)
+            return fixes
+        for i, line in enumerate(lines):
+            if line.startswith("To fix the error, insert one of the following checks"):
+                offered = [x for x in lines[i + 1 : i + 4] if "torch._check" in x]
+                return [offered[0].partition(". ")[2] or offered[0]] if offered else []
+    return []
 
 
 class Watch:
@@ -111,6 +182,7 @@ class Watch:
         self.names: dict[Any, Any] = {}  # root symbol -> a symbol named after its Dim, for messages
         self.details: dict[str, str] = {}  # blamed module -> its first failing guard and where it fails
         self.completed = False  # the model's forward returned: the failure came after tracing
+        self.heartbeat: Any = None  # called with each module's path as tracing enters it (progress, for the log)
 
     def enter(self, tensors: tuple[Any, ...]) -> None:
         import torch
@@ -148,6 +220,8 @@ class Watch:
             path = self.paths.get(id(module))
             if path is not None and self.env is not None:
                 self.events.append((len(self.env.guards), 1, path))
+                if self.heartbeat is not None:
+                    self.heartbeat(path)
 
         def post(module: Any, inputs: Any, output: Any) -> None:
             path = self.paths.get(id(module))
@@ -258,14 +332,23 @@ def _points(symbols: Any, ranges: dict[Any, Any], base: dict[Any, int]) -> Itera
     bounds = {}
     for s in symbols:
         r = ranges[s]
-        low = int(r.lower) if r.lower.is_finite else 0
-        high = int(r.upper) if r.upper.is_finite else _FAR
-        bounds[s] = (low, high)
+        low, high = _end(r.lower), _end(r.upper)
+        bounds[s] = (0 if low is None else low, _FAR if high is None else high)
     for s in symbols:
         for v in _values(*bounds[s], base[s]):
             yield {**base, s: v}
     yield {s: bounds[s][0] for s in symbols}
     yield {s: min(bounds[s][1], _FAR) for s in symbols}
+
+
+def _end(x: Any) -> int | None:
+    """An end of a value range as an int, None when infinite: sympy's ``oo`` or torch's ``int_oo``, whose
+    ``is_finite`` is True (it is a sympy Integer standing for infinity)."""
+    from torch.utils._sympy.numbers import IntInfinity, NegativeIntInfinity
+
+    if isinstance(x, (IntInfinity, NegativeIntInfinity)) or not x.is_finite:
+        return None
+    return int(x)
 
 
 def _innermost_frame_module(exc: BaseException, paths: dict[int, str]) -> str | None:

@@ -23,3 +23,18 @@ class PieceByPieceExportError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.args[0], None)
+
+
+class ExportMismatchError(PieceByPieceExportError):
+    """The exported program does not match eager within the tolerances, or a piece its own module (Note [the
+    verdict] in :mod:`.export._verdict`): the program would give wrong answers.
+
+    ``report`` says which outputs and pieces failed and by how much; ``result`` is the
+    :class:`PieceByPieceExport` itself, kept for diagnosis (pass ``strict=False`` to get it returned instead).
+    """
+
+    __module__ = "piece_by_piece_serialize.export"
+
+    def __init__(self, message: str, report: Any = None, result: Any = None) -> None:
+        super().__init__(message, report)
+        self.result = result

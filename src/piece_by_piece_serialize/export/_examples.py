@@ -21,10 +21,24 @@ Note [a second example]
 Output shapes of a piece behind an operator are learned from its calls (Note [learned shapes] in
 :mod:`..custom_op`), and one call cannot tell a dynamic dimension from a constant of the same size. When the
 user gave a single example, a second one is made by changing the size of every dynamic dimension: each
-named ``Dim`` (or each group of unnamed hints of the same size) gets its own offset, within its range and
-never 0 or 1, and a tensor's content along that dimension is tiled from the original (an all-ones mask
-stays all ones; token ids stay ids). A derived dimension follows its root. If the model refuses the
-stretched example, the export goes on with one example and the report says so.
+named ``Dim`` and each unnamed hint (``Dim.AUTO``, ``Dim.DYNAMIC``) gets its own offset, within its range and
+never 0 or 1, so that no two dimensions that were equal by chance in the example move together (their
+operators would learn them tied, and the program would guard on their equality); a tensor's content along
+that dimension is tiled from the original (an all-ones mask stays all ones; token ids stay ids). A derived
+dimension follows its root. If the model refuses that, the hints of one size move together (a batch given as
+``Dim.DYNAMIC`` to two inputs), then those of one size and dimension index apart from the others of that size
+where the model takes it (the batch apart from new tokens when both were 2). If it refuses even the hints of
+one size together, only the dimensions it accepts changed alone are changed (a ``Dim.AUTO`` on a Linear's
+input features stays). If none, the export goes on with one example and the report says so.
+
+Note [every declared range]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Two examples show a program at two points. After the export, the program is also run, and compared with
+eager, with each independent dynamic dimension alone at the low end of its declared range, a value between
+and the high end (an unbounded range is taken up to twice the example's size and one), the others at the
+example's sizes. A point eager refuses is out of the model's own range and skipped; a point eager accepts and
+the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
+other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix.
 
 Imports: :mod:`..custom_op` (the call structure), :mod:`..serialize`; torch on use.
 """
@@ -32,7 +46,7 @@ Imports: :mod:`..custom_op` (the call structure), :mod:`..serialize`; torch on u
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +190,52 @@ def _put(out: dict[int, DimSpec], t: Any, dims: DimSpec, what: str) -> None:
         raise PieceByPieceExportError(f"dynamic_shapes: a tensor passed twice ({what}) has two different specs")
 
 
+def check_dims(example: Example, specs: Sequence[DimSpec | None], label: Any) -> None:
+    """Refuse, naming the mistake, ``dynamic_shapes`` that cannot fit the example: a ``Dim`` name given to Dims
+    of other bounds, an example size outside its ``Dim``'s range, and an example size of 0 or 1 for a dimension
+    declared dynamic (torch.export specializes those sizes). ``label`` names a place (``#0.1``) for people."""
+    from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType
+
+    seen: dict[str, tuple[Any, str]] = {}
+    for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True)):
+        for d, spec in (dims or {}).items():
+            where, size = label(f"#{i}.{d}"), int(t.shape[d])
+            if isinstance(spec, _DimHint):
+                if spec.type != _DimHintType.STATIC and size < 2:
+                    raise PieceByPieceExportError(_size_one(where, size, f"Dim.{spec.type.name}"))
+                continue
+            if isinstance(spec, _DerivedDim):
+                continue  # its root's range and the example's size are torch's to check
+            name, bounds_ = str(spec.__name__), (spec.min, spec.max)
+            old = seen.setdefault(name, (bounds_, where))
+            if old[0] != bounds_:
+                raise PieceByPieceExportError(
+                    f"dynamic_shapes: the name {name!r} is given to two Dims of other bounds, {_dim(name, *old[0])} "
+                    f"(for {old[1]}) and {_dim(name, *bounds_)} (for {where}); torch.export takes a name for one "
+                    "dimension: create the Dim once and use it for both, or give them different names"
+                )
+            if size < 2:
+                raise PieceByPieceExportError(_size_one(where, size, _dim(name, *bounds_)))
+            low, high = bounds(spec, size)
+            if size < low or (high is not None and size > high):
+                raise PieceByPieceExportError(
+                    f"dynamic_shapes: {where} is {size} in the example, outside the range of {_dim(name, *bounds_)}; "
+                    f"give an example inside the range, or widen it ({'min' if size < low else 'max'}={size})"
+                )
+
+
+def _dim(name: str, low: Any, high: Any) -> str:
+    return f"Dim({name!r}, min={low}" + (f", max={high})" if isinstance(high, int) else ")")
+
+
+def _size_one(where: str, size: int, spec: str) -> str:
+    return (
+        f"dynamic_shapes: {where} is {size} in the example, declared dynamic ({spec}); torch.export specializes a "
+        "dimension of size 0 or 1 to that constant: give an example of size 2 or more (the range may still "
+        "include 1)"
+    )
+
+
 def static_dims(dims: DimSpec) -> bool:
     """True when no dimension of the spec is dynamic (``Dim.STATIC`` hints only)."""
     from torch.export.dynamic_shapes import _DimHint, _DimHintType
@@ -252,57 +312,145 @@ def _mirror(value: Any, by_id: dict[int, DimSpec | None]) -> Any:
 # a second example (Note [a second example])
 
 
-def stretched(example: Example, specs: Sequence[DimSpec | None]) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, tuple[int, int]]] | None:
-    """A copy of ``example`` whose dynamic dimensions have other sizes, and the sizes changed (``name: (old, new)``);
-    None when no dimension is dynamic."""
-    sizes = _new_sizes(example, specs)
+Partition = Mapping[str, str]  # a hint's place ("#0.1") -> the name of the group of hints it moves with
+
+
+def stretched(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None = None, only: Any = None) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, tuple[int, int]]] | None:
+    """A copy of ``example`` whose dynamic dimensions (those named in ``only``, if given) have other sizes, and the
+    sizes changed (``name: (old, new)``); None when no dimension is dynamic. Every hint (``Dim.AUTO``,
+    ``Dim.DYNAMIC``) is a dimension of its own, unless ``partition`` groups it with others (Note [a second
+    example])."""
+    sizes = _new_sizes(example, specs, partition)
+    if only is not None:
+        sizes = {name: pair for name, pair in sizes.items() if name in only}
     if not sizes:
         return None
+    args, kwargs = resized(example, specs, {name: new for name, (_, new) in sizes.items()}, partition)
+    return args, kwargs, sizes
+
+
+def hint_partitions(example: Example, specs: Sequence[DimSpec | None]) -> Generator[dict[str, str], bool, None]:
+    """The ways to group the hints, finest first, for the second example (Note [a second example]): each apart;
+    all those of one size together; then, from that, each size's hints of one dimension index apart from the
+    rest (the caller keeps a split the model accepts, and gives it back through ``send``)."""
+    from torch.export.dynamic_shapes import _DimHint, _DimHintType
+
+    places = {
+        f"#{i}.{d}": (int(t.shape[d]), d)
+        for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True))
+        for d, spec in (dims or {}).items()
+        if isinstance(spec, _DimHint) and spec.type != _DimHintType.STATIC
+    }
+    if not places:
+        return
+    yield {p: p for p in places}
+    # a group is named by its first member, a place, so that it reads as that dimension ("input_ids dim 0")
+    first_of: dict[Any, str] = {}
+    for p, (size, _) in places.items():
+        first_of.setdefault(size, p)
+    partition = {p: first_of[size] for p, (size, _) in places.items()}
+    if len(set(partition.values())) == len(places):
+        return  # no two hints of one size: the first way was the only one
+    accepted = yield partition
+    if not accepted:
+        return
+    for size, d in sorted(set(places.values())):
+        members = [p for p, v in places.items() if v == (size, d)]
+        rest = [p for p, v in places.items() if v[0] == size and v[1] != d and partition[p] == partition[members[0]]]
+        if rest:
+            trial = {**partition, **dict.fromkeys(members, members[0])}
+            trial.update(dict.fromkeys(rest, rest[0]))
+            if (yield trial):
+                partition = trial
+
+
+def size_partition(example: Example, specs: Sequence[DimSpec | None]) -> dict[str, str]:
+    """Every hint with the hints of its size in ``example``, as one dimension."""
+    from torch.export.dynamic_shapes import _DimHint
+
+    return {
+        f"#{i}.{d}": f"the dimensions of size {int(t.shape[d])}"
+        for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True))
+        for d, spec in (dims or {}).items()
+        if isinstance(spec, _DimHint)
+    }
+
+
+def observed_partition(examples: Sequence[Example], specs: Sequence[DimSpec | None]) -> dict[str, str]:
+    """How the hints move together across given examples (``AdditionalInputs``): those whose sizes are equal in
+    every example are one dimension (the batch of the ids and of every cache tensor), named by the first."""
+    by_sizes: dict[tuple[int, ...], str] = {}
+    partition: dict[str, str] = {}
+    for i, dims in enumerate(specs):
+        for d in dims or {}:
+            place = f"#{i}.{d}"
+            partition[place] = by_sizes.setdefault(tuple(int(e.tensors[i].shape[d]) for e in examples), place)
+    return partition
+
+
+def resized(example: Example, specs: Sequence[DimSpec | None], sizes: Mapping[str, int], partition: Partition | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A copy of ``example`` with each dynamic dimension named in ``sizes`` (by :func:`groups`' names) at that
+    size, its content tiled from the original along it; the others as they were."""
     import torch
 
     made: dict[int, Any] = {}
     tensors = []
-    for t, dims in zip(example.tensors, specs, strict=True):
+    for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True)):
         if id(t) not in made:
             new = t
             for d, spec in (dims or {}).items():
-                want = _size_of(spec, sizes, t.shape[d])
+                want = _size_of(spec, sizes, int(t.shape[d]), _name(spec, i, d, partition))
                 if want != new.shape[d]:
                     index = torch.arange(want, device=t.device) % max(int(t.shape[d]), 1)
                     new = new.index_select(d, index)
             made[id(t)] = new
         tensors.append(made[id(t)])
     args, kwargs = rebuild_arguments(example.call, tensors)
-    return tuple(args), kwargs, {name: pair for name, pair in sizes.items()}
+    return tuple(args), kwargs
 
 
-def _root(spec: Any, size: int) -> tuple[str, Any]:
-    """The name a dynamic dimension is grouped by, and the spec that bounds it (a derived Dim's root)."""
+def _name(spec: Any, i: int, d: int, partition: Partition | None) -> str:
+    """The name a dynamic dimension is grouped by: a named Dim's (a derived Dim's root's), and for a hint its
+    place (``#0.1``: dimension 1 of flat tensor 0) or the group ``partition`` puts it in."""
     from torch.export.dynamic_shapes import _DerivedDim, _DimHint
 
     if isinstance(spec, _DimHint):
-        return f"the dimensions of size {size}", spec
+        place = f"#{i}.{d}"
+        return place if partition is None else partition.get(place, place)
     root = spec.root if isinstance(spec, _DerivedDim) else spec
-    return str(root.__name__), root
+    return str(root.__name__)
 
 
-def _new_sizes(example: Example, specs: Sequence[DimSpec | None]) -> dict[str, tuple[int, int]]:
+def groups(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None = None) -> dict[str, tuple[int, Any]]:
+    """Each independent dynamic dimension of ``example``: its name (:func:`_name`), its size in the example and
+    the spec that bounds it (a derived Dim's root); ``Dim.STATIC`` and derived dimensions are not among them."""
     from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType
 
     roots: dict[str, tuple[int, Any]] = {}
-    for t, dims in zip(example.tensors, specs, strict=True):
+    for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True)):
         for d, spec in (dims or {}).items():
-            if isinstance(spec, _DimHint) and spec.type == _DimHintType.STATIC:
-                continue
-            name, root = _root(spec, int(t.shape[d]))
-            if isinstance(spec, _DerivedDim):
-                continue  # follows its root, which another tensor or the range gives
-            roots.setdefault(name, (int(t.shape[d]), root))
+            if (isinstance(spec, _DimHint) and spec.type == _DimHintType.STATIC) or isinstance(spec, _DerivedDim):
+                continue  # a derived dimension follows its root, which another tensor or the range gives
+            roots.setdefault(_name(spec, i, d, partition), (int(t.shape[d]), spec))
+    return roots
+
+
+def bounds(spec: Any, size: int) -> tuple[int, int | None]:
+    """The declared range of a dimension: a Dim's ``min`` and ``max`` (None when unbounded), a hint's [2, none]."""
+    low = getattr(spec, "min", None)
+    high = getattr(spec, "max", None)
+    low = 2 if low is None else int(low)
+    high = high if isinstance(high, int) else None  # torch's int_oo when unbounded, an int (not a bool) else
+    return low, high
+
+
+def _new_sizes(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None) -> dict[str, tuple[int, int]]:
+    roots = groups(example, specs, partition)
     sizes: dict[str, tuple[int, int]] = {}
     taken = {old for old, _ in roots.values()}
-    for offset, (name, (old, root)) in enumerate(roots.items(), start=1):
-        low = max(2, int(getattr(root, "min", None) or 0))
-        high = getattr(root, "max", None)
+    for offset, (name, (old, spec)) in enumerate(roots.items(), start=1):
+        low, high = bounds(spec, old)
+        low = max(2, low)
         candidates = [old + offset + k for k in range(8)] + [old - offset - k for k in range(8)]
         for size in candidates:
             if size >= low and (high is None or size <= high) and size not in taken:
@@ -312,14 +460,31 @@ def _new_sizes(example: Example, specs: Sequence[DimSpec | None]) -> dict[str, t
     return sizes
 
 
-def _size_of(spec: Any, sizes: Mapping[str, tuple[int, int]], current: int) -> int:
+def _size_of(spec: Any, sizes: Mapping[str, int], current: int, name: str) -> int:
     from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType
 
-    if isinstance(spec, _DimHint):
-        if spec.type == _DimHintType.STATIC:
-            return int(current)
-        return sizes.get(f"the dimensions of size {int(current)}", (current, int(current)))[1]
+    if isinstance(spec, _DimHint) and spec.type == _DimHintType.STATIC:
+        return int(current)
     if isinstance(spec, _DerivedDim):
-        root = sizes.get(str(spec.root.__name__))
-        return int(spec.fn(root[1])) if root is not None else int(current)
-    return sizes.get(str(spec.__name__), (current, int(current)))[1]
+        root = sizes.get(name)
+        return int(spec.fn(root)) if root is not None else int(current)
+    return int(sizes.get(name, current))
+
+
+# ---------------------------------------------------------------------------------------------------
+# the declared ranges (Note [every declared range])
+
+
+def range_points(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None = None) -> list[dict[str, int]]:
+    """The sizes at which the program is checked besides the examples (Note [every declared range]): each
+    independent dynamic dimension alone at the low end of its range, a value between and the high end (an
+    unbounded range's "end" is twice the example's size and one more), the others at the example's sizes."""
+    points: list[dict[str, int]] = []
+    for name, (old, spec) in groups(example, specs, partition).items():
+        low, high = bounds(spec, old)
+        low = max(low, 1)
+        top = high if high is not None else 2 * old + 1
+        for size in sorted({low, (low + top) // 2, top}):
+            if size != old and size >= 1:
+                points.append({name: size})
+    return points

@@ -23,7 +23,6 @@ import dataclasses
 import io
 import itertools
 import logging
-import math
 import secrets
 import time
 from collections.abc import Iterator, Sequence
@@ -34,21 +33,24 @@ import torch
 from ..artifact._write import SavedPiece
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
 from ..custom_op._calls import Call, flat_outputs
+from ..onnx_export._names import output_names
 from ..serialize import make_copy
 from ..serialize._cache_slice import cut_copy
-from ._blame import Failure, Watch, chain
+from ._blame import Failure, Watch, reasons, suggested_fixes
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, varying_dims
+from ._examples import DimSpec, Example, describe, groups, range_points, resized, size_partition, varying_dims
 from ._flat import FlatCall
 from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
-from ._values import is_valueless
+from ._verdict import Verdict
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
 # Progress of a long export, for users who turn it on (logging.INFO): each attempt, each piece's own program.
 _log = logging.getLogger("piece_by_piece_serialize.export")
+# Seconds between two progress lines inside one attempt (the module tracing is in).
+_HEARTBEAT = 5.0
 
 
 def fresh_namespace() -> str:
@@ -60,38 +62,24 @@ def fresh_namespace() -> str:
             return namespace
 
 
-def max_abs_diff(expected: Sequence[Any], got: Sequence[Any], what: str) -> float | None:
-    """The largest absolute difference between two flat lists of tensors of the same shapes and dtypes; None when
-    either side has no values (Note [exports without values]): then only the shapes and dtypes are compared."""
-    if len(expected) != len(got):
-        raise PieceByPieceExportError(f"{what}: {len(got)} output tensors where eager gives {len(expected)}")
-    worst: float | None = 0.0
-    for i, (a, b) in enumerate(zip(expected, got, strict=True)):
-        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-            raise PieceByPieceExportError(
-                f"{what}: output tensor {i} is {b.dtype} {tuple(b.shape)} where eager gives {a.dtype} {tuple(a.shape)}"
-            )
-        if is_valueless(a) or is_valueless(b):
-            worst = None
-        elif a.numel() and worst is not None:
-            diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() or a.is_complex() else float((a != b).any())
-            worst = max(worst, math.inf if math.isnan(diff) else diff)
-    return worst
-
-
 def worse(a: float | None, b: float | None) -> float | None:
     """The larger of two differences; None (not compared) if either is."""
     return None if a is None or b is None else max(a, b)
 
 
-def _flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
-    """The flat outputs eager gave for a recorded call; for a cut ``call``, with only the cache layers it carries
-    (Note [cut calls] in :mod:`..custom_op._slices`)."""
+def _caches_of(recorded: Recorded, call: Call | None) -> list[Any]:
+    """The caches after a recorded call; for a cut ``call``, with only the cache layers it carries (Note [cut
+    calls] in :mod:`..custom_op._slices`)."""
     caches = recorded.caches_after
     if call is not None and call.slices:
         cut = {arg: positions for arg, _, positions in call.slices}
         caches = [cut_copy(c, cut[i]) if i in cut else c for i, c in zip(call.caches, caches, strict=True)]
-    return flat_outputs(name, recorded.output, caches)[1]
+    return list(caches)
+
+
+def _flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
+    """The flat outputs eager gave for a recorded call, as ``call`` carries them (:func:`_caches_of`)."""
+    return flat_outputs(name, recorded.output, _caches_of(recorded, call))[1]
 
 
 def _cut(example: Example, op: Any) -> Example:
@@ -106,12 +94,18 @@ def _cut(example: Example, op: Any) -> Example:
     return Example(example.args, example.kwargs, fresh, key, [example.tensors[i] for i in kept])
 
 
+def _output_names(recorded: Recorded, call: Call | None = None) -> list[str]:
+    """The names of a piece's flat outputs (``output.0``, ``cache0.updated.layers.0.keys``) for its verdict."""
+    return output_names(recorded.output, [(f"cache{i}", c) for i, c in enumerate(_caches_of(recorded, call))])
+
+
 class Job:
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
     def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str],
-                 unchecked: str | None = None) -> None:  # fmt: skip
+                 verdict: Verdict | None = None, unchecked: str | None = None) -> None:  # fmt: skip
         self.model = model
+        self.verdict = verdict or Verdict(None, None)  # every comparison with eager (Note [the verdict])
         self.unchecked = unchecked  # why values are not compared with eager (Note [exports without values])
         self.examples = examples
         self.specs = specs
@@ -123,6 +117,8 @@ class Job:
         self.copy: torch.nn.Module = model
         self.flat = FlatCall(model, describe(examples[0].args, examples[0].kwargs).call, "the model")
         self.recordings: list[Recording] = []
+        self.suggested: list[str] = []  # torch's suggested fixes for the dynamic shapes, from the failed attempts
+        self.runnable: Any = None  # the program's runnable module, once checked
 
     def close(self) -> None:
         """Free every operator this export registered."""
@@ -153,8 +149,18 @@ class Job:
         watch = Watch(self.copy, self.specs)
         self.flat.on_enter = watch.enter
         shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
-        _log.info("attempt %d: torch.export with %s behind operators", len(self.attempts) + 1, _count(len(self.wrappers), "piece"))
-        start = time.perf_counter()
+        number = len(self.attempts) + 1
+        _log.info("attempt %d: torch.export with %s behind operators", number, _count(len(self.wrappers), "piece"))
+        start = last = time.perf_counter()
+
+        def heartbeat(path: str) -> None:  # a long attempt says where tracing is, every _HEARTBEAT seconds
+            nonlocal last
+            now = time.perf_counter()
+            if now - last >= _HEARTBEAT:
+                last = now
+                _log.info("attempt %d: tracing %s, %.0f s so far", number, path or "the model", now - start)
+
+        watch.heartbeat = heartbeat
         try:
             # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
             # attempt's failure is the search's business and goes into the report instead
@@ -162,6 +168,7 @@ class Job:
                 program = torch.export.export(self.flat, _contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
+            self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]
             return None, exc, watch, time.perf_counter() - start
         finally:
             self.flat.on_enter = None
@@ -182,7 +189,7 @@ class Job:
             if not new:
                 raise self.stuck(failure, blamed, exc) from exc
             for path in new:
-                self.cut_by[path] = (Failure(failure.kind, failure.message, watch.details.get(path, "")), seconds / len(new))
+                self.cut_by[path] = (dataclasses.replace(failure, detail=watch.details.get(path, "")), seconds / len(new))
             kept = [p for p in self.wrappers if not any(p.startswith(q + ".") for q in new)]  # dotted paths
             self.set_cut(kept + new)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -242,21 +249,80 @@ class Job:
                     with tracing_path():
                         output = original(*args, **kwargs)
                     want = flat_outputs(path, output, written_back(args, kwargs))[1]
-                    worst = worse(worst, max_abs_diff(want, _flat_result(path, recorded), f"the piece {path}"))
+                    got = _flat_result(path, recorded)
+                    worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", _output_names(recorded)))
                     n += 1
             out[path] = (worst, n)
         return out
 
-    def check_program(self, program: Any, references: list[list[Any]]) -> float | None:
-        """The program against eager on every example (None: shapes only, Note [exports without values])."""
+    def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float | None:
+        """The program against eager on every example; ``names`` are its outputs' (None: shapes and dtypes only,
+        Note [exports without values])."""
         _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
-        module = program.module()
-        worst: float | None = 0.0
-        for example, want in zip(self.examples, references, strict=True):
-            with torch.no_grad():
-                got = module(*_contiguous(make_copy(list(example.tensors))))  # a program may change a cache in place
-            worst = worse(worst, max_abs_diff(want, list(got), "the exported program"))
-        return worst
+        self.runnable = program.module()
+        for number, (example, want) in enumerate(zip(self.examples, references, strict=True), 1):
+            self._check_point(example, want, f"example {number} ({_describe_example(example)})", names)
+        if self.unchecked is not None:
+            return None
+        return max([0.0, *(o.max_abs_diff for o in self.verdict.of(""))])
+
+    def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
+        """The program against eager at the points of the declared ranges (Note [every declared range] in
+        :mod:`._examples`), after :meth:`check_program`; ``eager`` gives the model's flat outputs for an example.
+        Returns a note for the report; raises :class:`PieceByPieceExportError` for a dimension declared dynamic
+        whose every other size eager refuses."""
+        from torch.export.dynamic_shapes import _DimHint, _DimHintType
+
+        first = self.examples[0]
+        points = range_points(first, self.specs, partition)
+        if not points:
+            return None
+        _log.info("checking the program against the model at %s of the declared ranges", _count(len(points), "point"))
+        accepted: dict[str, list[int]] = {}
+        refused: dict[str, list[tuple[int, str]]] = {}
+        by_size = size_partition(first, self.specs)
+        for point in points:
+            ((name, size),) = point.items()
+            tries: list[tuple[dict[str, int], dict[str, str] | None]] = [(point, partition)]
+            if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
+                tries.append(({by_size[name]: size}, by_size))
+            for sized, grouping in tries:
+                try:  # a cache may refuse sizes its tensors must share before the model does
+                    example = describe(*resized(first, self.specs, sized, grouping))
+                    want = eager(example)
+                except Exception as exc:  # out of the model's own range: not the program's business (Note [every declared range])
+                    refused.setdefault(name, []).append((size, Failure.of(exc).message))
+                    continue
+                accepted.setdefault(name, []).append(size)
+                self._check_point(example, want, f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)"), names)
+                break
+        for name, (old, spec) in groups(first, self.specs, partition).items():
+            hint = isinstance(spec, _DimHint)
+            if name in refused and name not in accepted and not (hint and spec.type != _DimHintType.DYNAMIC):
+                sizes = ", ".join(str(size) for size, _ in refused[name])
+                fixes = f"torch's suggested fix: {'; '.join(self.suggested)}" if self.suggested else f"declare it static ({label(name)} = {old})"
+                raise PieceByPieceExportError(
+                    f"export_piece_by_piece: dynamic_shapes declares {label(name)} dynamic ({spec!r}), but the model runs at "
+                    f"no other size than the example's {old}: it refuses {sizes} ({refused[name][0][1]}); the dimension is "
+                    f"static: {fixes}, or give Dim.AUTO",
+                    self.report(None, "automatic"),
+                )
+        skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
+        return f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
+            f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
+        ) + (f"; {skipped} the model itself refuses" if skipped else "")
+
+    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
+        try:
+            with torch.no_grad():  # on a copy: a program may change a cache in place
+                got = self.runnable(*_contiguous(make_copy(list(example.tensors))))
+        except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
+            self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
+            return
+        try:
+            self.verdict.compare("", want, list(got), f"the exported program at {where}", names)
+        except PieceByPieceExportError as exc:  # another count, shape or dtype: as wrong as a refusal
+            self.verdict.refuse(where, f"the program's {str(exc).partition(': ')[2]}")
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
         """Each piece exported alone on its recorded calls (``classes=``), or given the program of an identical
@@ -273,17 +339,19 @@ class Job:
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, _ = out[donor]
+                    trial = Verdict(self.verdict.atol, self.verdict.rtol)
                     try:
-                        worst = _check_alone(program, module, path, calls, described, names, runnables)
-                    except Exception:  # a guard of the donor's program refuses one of this piece's calls
+                        worst = _check_alone(program, module, path, calls, described, names, runnables, trial)
+                    except Exception:  # the donor's program refuses this piece's calls: not reusable
                         continue
                     if worst is None or worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
+                        self.verdict.merge(trial)
                         # the key of its own calls: it may carry another cache layer (Note [renumbered layers])
                         out[path] = (program, None, time.perf_counter() - start, worst, described[0].key)
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
-                out[path] = _export_alone(module, path, calls, names, runnables, described, specs)
+                out[path] = _export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                 failed = out[path][1]
@@ -338,12 +406,14 @@ class Job:
             visit("")
         root = Piece(
             "", type(self.model), PieceStatus.CHILDREN_BEHIND_OPERATORS if self.wrappers else PieceStatus.IN_GRAPH,
-            max_abs_diff=whole_diff, seconds=seconds, checked_calls=len(self.examples),
+            max_abs_diff=None if whole_diff is None else max([whole_diff, *(o.max_abs_diff for o in self.verdict.of(""))]),
+            seconds=seconds, checked_calls=len(self.examples),
+            outputs=self.verdict.of("") if whole_diff is not None else (), passed=self.verdict.passed("") if whole_diff is not None else None,
         )  # fmt: skip
         examples = [_describe_example(e) for e in self.examples]
         return ExportReport(
             type(self.model), mode, root, pieces, children, list(self.attempts), examples, list(self.notes), seconds,
-            values_not_compared=self.unchecked,
+            values_not_compared=self.unchecked, refused=list(self.verdict.refused),
         )  # fmt: skip
 
     def _piece(self, path: str, on_path: set[str], checks: dict[str, tuple[float | None, int]], own: dict[str, Any]) -> Piece:
@@ -357,6 +427,7 @@ class Job:
             return Piece(
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
                 program, failure, own_failure, own_seconds if own_seconds is not None else share, diff, n,
+                outputs=self.verdict.of(path), passed=self.verdict.passed(path),
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
@@ -374,6 +445,10 @@ def _quiet(logger: str) -> Iterator[None]:
         log.setLevel(level)
 
 
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes))
+
+
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
@@ -386,7 +461,7 @@ def _contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
 
 def _excerpt(exc: BaseException, lines: int = 20) -> str:
     """The start of the innermost message of ``exc`` and its causes, indented: what torch said."""
-    text = str(chain(exc)[-1]).strip().splitlines()
+    text = str(reasons(exc)[-1]).strip().splitlines()
     kept = text[:lines] + ([f"... ({len(text) - lines} more lines)"] if len(text) > lines else [])
     return "\n".join(f"  {line}" for line in kept)
 
@@ -446,7 +521,7 @@ def _described(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]
 
 
 def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],
-                  described: list[Example], specs: list[Any]) -> tuple[Any, Failure | None, float, float | None, str | None]:  # fmt: skip
+                  described: list[Example], specs: list[Any], verdict: Verdict) -> tuple[Any, Failure | None, float, float | None, str | None]:  # fmt: skip
     """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
     dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`_described`); with
     the key of the call structure it computes."""
@@ -463,14 +538,20 @@ def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], nam
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
     try:
-        worst = _check_alone(program, module, path, calls, described, names, runnables)
-    except Exception as exc:  # its program refuses another of its recorded calls (a guard on a size): it has none
-        return None, Failure.of(exc), time.perf_counter() - start, None, None
+        worst = _check_alone(program, module, path, calls, described, names, runnables, verdict)
+    except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
+        return None, _refusing(exc), time.perf_counter() - start, None, None
     return program, None, seconds, worst, described[0].key
 
 
+def _refusing(exc: BaseException) -> Failure:
+    """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
+    failure = Failure.of(exc)
+    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
+
+
 def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
-                 runnables: dict[int, Any]) -> float | None:  # fmt: skip
+                 runnables: dict[int, Any], verdict: Verdict) -> float | None:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
     module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
@@ -485,5 +566,6 @@ def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[R
             with torch.no_grad():
                 # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
                 got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
-            worst = worse(worst, max_abs_diff(_flat_result(path, recorded, example.call), list(got), f"the program of {path}"))
+            want = _flat_result(path, recorded, example.call)
+            worst = worse(worst, verdict.compare(path, want, list(got), f"the program of {path}", _output_names(recorded, example.call)))
     return worst

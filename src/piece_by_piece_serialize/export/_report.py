@@ -16,7 +16,8 @@ Note [the Markdown report]
 summary table, the attempts with the failure each met and what it put behind operators next, the examples, the
 tree of Note [report lines] as a table (no-break spaces indent it, as Markdown drops leading spaces), then a
 section per piece behind an operator, consecutive identical siblings in one: its class and operator, why it was
-cut (the kind, the guard and where it is false, torch's message unclipped), the check against its module, and
+cut (the kind, the guard and where it is false, the file and line of the model's code torch failed in, torch's
+suggested fix, torch's whole message), the check against its module, and
 which program it runs (exported alone, or the one exported from an identical piece, Note [shared programs]).
 Table cells are one line with their pipes escaped; torch's messages go in fenced blocks.
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._blame import Failure
+from ._verdict import OutputCheck
 
 
 class PieceStatus(str, enum.Enum):
@@ -67,6 +69,13 @@ class Piece:
     max_abs_diff: float | None = None
     checked_calls: int = 0
     onnx_max_abs_diff: float | None = None  # its ONNX function in onnxruntime against eager, once to_onnx ran
+    outputs: tuple[OutputCheck, ...] = ()  # each output tensor against eager (Note [the verdict])
+    passed: bool | None = None  # every output within its tolerance; None: nothing compared
+
+    @property
+    def verdict(self) -> str:
+        """``"pass"``, ``"FAIL"``, or ``""`` when nothing was compared."""
+        return "" if self.passed is None else ("pass" if self.passed else "FAIL")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +90,8 @@ class Piece:
             "max_abs_diff": _finite(self.max_abs_diff),
             "checked_calls": self.checked_calls,
             "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
+            "passed": self.passed,
+            "outputs": [o.to_dict() for o in self.outputs],
         }
 
 
@@ -119,6 +130,7 @@ class ExportReport:
     # why no value was compared with eager (a model without values, Note [exports without values]): the checks
     # then compare shapes and dtypes only, and every line says "not run"
     values_not_compared: str | None = None
+    refused: list[str] = field(default_factory=list)  # sizes of the declared ranges the program refuses and eager takes
 
     def attach_onnx(self, written: Any) -> None:
         """Add what ``to_onnx`` measured: each piece's and the model's onnxruntime difference against eager."""
@@ -126,6 +138,20 @@ class ExportReport:
         for path, diff in written.piece_diffs.items():
             self.pieces[path] = dataclasses.replace(self.pieces[path], onnx_max_abs_diff=diff)
         self.root = dataclasses.replace(self.root, onnx_max_abs_diff=written.model_diff)
+
+    @property
+    def passed(self) -> bool | None:
+        """True when the program matched eager and every piece its module, within the tolerances (Note [the
+        verdict]); None when nothing was compared (a report of a failed export)."""
+        verdicts = [self.root.passed, *(p.passed for p in self.pieces.values())]
+        if self.root.passed is None:
+            return None
+        return all(v is not False for v in verdicts)
+
+    @property
+    def failed(self) -> list[str]:
+        """What did not match eager: ``"(model)"`` and the paths of the pieces that failed their checks."""
+        return (["(model)"] if self.root.passed is False else []) + [p for p, piece in self.pieces.items() if piece.passed is False]
 
     @property
     def behind_operators(self) -> list[str]:
@@ -142,7 +168,11 @@ class ExportReport:
             f"{len(cut)} piece{'s' if len(cut) != 1 else ''} behind operators{diff} on {len(self.examples)} example"
             f"{'s' if len(self.examples) != 1 else ''}"
         )
+        if self.passed is not None:
+            head += f": {'PASS' if self.passed else 'FAIL'}"
         lines = [head, *(f"  {a.line()}" for a in self.attempts), *(f"  example: {e}" for e in self.examples)]
+        lines += [f"  output {o.line()}" for o in self.root.outputs if not o.passed]
+        lines += [f"  FAIL {r}" for r in self.refused]
         lines += [f"  note: {n}" for n in self.notes]
         if self.values_not_compared is not None:
             lines.append(f"  not run: every comparison of values with eager; {self.values_not_compared}")
@@ -170,7 +200,9 @@ class ExportReport:
             yield from self._rows(group[0], depth + 1)
 
     def _row(self, label: str, piece: Piece, depth: int, count: int) -> tuple[str, str, str, str, str, str, str]:
-        reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}"
+        reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}" + (
+            f" (at {_short(piece.failure.where)})" if piece.failure.where else ""
+        ) + (f"; torch suggests: {piece.failure.fix}" if piece.failure.fix else "")
         if piece.own_export_failure is not None:
             own = piece.own_export_failure
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
@@ -180,7 +212,7 @@ class ExportReport:
             "  " * depth + label,
             piece.module_class.__name__,
             piece.status.value,
-            _diff_cell(piece, self.values_not_compared, "|d| "),
+            _diff_cell(piece, self.values_not_compared, "|d| ") + (" FAIL" if piece.passed is False else ""),
             "" if piece.seconds is None else f"{piece.seconds:.2f} s",
             reason,
             "" if piece.onnx_max_abs_diff is None else f"onnx |d| {_number(piece.onnx_max_abs_diff)}",
@@ -199,6 +231,8 @@ class ExportReport:
             "seconds": _rounded(self.seconds),
             "max_abs_diff": _finite(self.root.max_abs_diff),
             "values_not_compared": self.values_not_compared,
+            "passed": self.passed,
+            "failed": self.failed,
             "behind_operators": self.behind_operators,
             "attempts": [
                 {
@@ -211,6 +245,7 @@ class ExportReport:
             ],
             "examples": list(self.examples),
             "notes": list(self.notes),
+            "refused": list(self.refused),
             "onnx": None if self.onnx is None else {
                 "path": self.onnx.path, "size": self.onnx.size, "functions": {k: list(v) for k, v in self.onnx.functions.items()},
                 "max_abs_diff": _finite(self.onnx.model_diff), "seconds": _rounded(self.onnx.seconds),
@@ -243,20 +278,30 @@ def _markdown(report: ExportReport) -> str:
         summary[-1] = ("max \\|diff\\| against eager", f"not run: {report.values_not_compared}; shapes and dtypes checked")
     if report.onnx is not None:
         o = report.onnx
-        summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max \\|diff\\| of "
+        summary.append(("onnx", f"`{o.path}`, {o.size:,} bytes, {len(o.functions)} function(s), max |diff| of "
                                 f"onnxruntime {_number(o.model_diff)}, {o.seconds:.1f} s"))  # fmt: skip
+    if report.passed is not None:
+        failed = f" ({', '.join(report.failed)})" if report.failed else ""
+        summary.append(("verdict", ("PASS" if report.passed else "FAIL") + failed))
     lines += [f"| {k} | {_cell(v)} |" for k, v in summary]
+    if report.root.outputs:
+        lines += ["", "## Outputs against eager", "", "| output | max \\|diff\\| | max relative | atol | rtol | verdict |",
+                  "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+        for o in report.root.outputs:
+            lines.append(f"| `{_cell(o.name)}` | {_number(o.max_abs_diff)} | {_number(o.max_rel_diff)} | {o.atol:g} | {o.rtol:g} | "
+                         f"{'pass' if o.passed else 'FAIL'} |")  # fmt: skip
     lines += ["", "## Attempts", "", "| attempt | result | time | put behind operators next |", "|---:|---|---:|---|"]
     for a in report.attempts:
         result = "exported" if a.failure is None else f"failed: {a.failure.kind}: {a.failure.message}"
         lines.append(f"| {a.number} | {_cell(result)} | {a.seconds:.1f} s | {_cell(', '.join(a.cut))} |")
     lines += ["", "## Examples", "", *(f"- {e}" for e in report.examples), *(f"- note: {x}" for x in report.notes)]
-    lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | time |", "|---|---|---|---:|---:|"]
+    lines += [f"- FAIL {r}" for r in report.refused]
+    lines += ["", "## Modules", "", "| module | class | status | max \\|diff\\| | verdict | time |", "|---|---|---|---:|---|---:|"]
     for depth, label, piece in _table_rows(report, "", 0):
         diff = _diff_cell(piece, report.values_not_compared, "")
         seconds = "" if piece.seconds is None else f"{piece.seconds:.2f} s"
         name = "\u00a0" * 4 * depth + f"`{label}`"  # no-break spaces: Markdown tables drop leading spaces
-        lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {seconds} |")
+        lines.append(f"| {name} | {_cell(piece.module_class.__name__)} | {piece.status.value} | {diff} | {piece.verdict} | {seconds} |")
     programs: dict[int, str] = {}  # a program -> the first piece that has it (the one it was exported from)
     for path, p in report.pieces.items():
         if p.program is not None:
@@ -300,13 +345,19 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         lines.append(f"- cut because: {piece.failure.kind}")
         if piece.failure.detail:
             lines.append(f"- where: {piece.failure.detail}")
-        lines += ["- torch's message:", "", "  ```text", f"  {piece.failure.message}", "  ```"]
+        if piece.failure.where:
+            lines.append(f"- in the model's code: `{piece.failure.where}`")
+        if piece.failure.fix:
+            lines.append(f"- torch's suggested fix: `{piece.failure.fix}`")
+        text = (piece.failure.text or piece.failure.message).splitlines()
+        lines += ["- torch's message:", "", "  ```text", *(f"  {line}".rstrip() for line in text), "  ```"]
     if piece.max_abs_diff is None and piece.checked_calls and report.values_not_compared is not None:
         lines.append(f"- checked through its operator against its module: shapes and dtypes on {piece.checked_calls} recorded "
                      f"call{'s' * (piece.checked_calls != 1)}; values not run ({report.values_not_compared})")  # fmt: skip
     if piece.max_abs_diff is not None:
         lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
-                     f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}")  # fmt: skip
+                     f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}: {piece.verdict or 'not compared'}")  # fmt: skip
+    lines += [f"  - `{_cell(o.name)}`: {o.line().partition(': ')[2]}" for o in piece.outputs if not o.passed]
     runs: dict[str, list[str]] = {}  # the piece whose program was exported -> the pieces of the group running it
     for path in group:
         program = report.pieces[path].program
@@ -344,7 +395,7 @@ def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
     kids = tuple((_relative(path, c), _signature(report, c)) for c in report.children.get(path, []))
     failure = None if piece.failure is None else (piece.failure.kind, piece.failure.message)
     own = None if piece.own_export_failure is None else (piece.own_export_failure.kind, piece.own_export_failure.message)
-    return (piece.module_class, piece.status, failure, own, piece.program is None, kids)
+    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, kids)
 
 
 def _fold(report: ExportReport, paths: Sequence[str]) -> list[list[str]]:
@@ -388,11 +439,22 @@ def _merge(pieces: Sequence[Piece]) -> Piece:
     return dataclasses.replace(
         first, seconds=sum(times) if times else None, max_abs_diff=max(diffs) if diffs else None,
         checked_calls=sum(p.checked_calls for p in pieces), onnx_max_abs_diff=max(onnx) if onnx else None,
+        passed=None if all(p.passed is None for p in pieces) else all(p.passed is not False for p in pieces),
+        outputs=tuple(o for p in pieces for o in p.outputs if not o.passed) or first.outputs,
     )  # fmt: skip
 
 
 def _failure(failure: Failure | None) -> dict[str, str] | None:
-    return None if failure is None else {"kind": failure.kind, "message": failure.message, "detail": failure.detail}
+    if failure is None:
+        return None
+    return {"kind": failure.kind, "message": failure.message, "detail": failure.detail, "where": failure.where, "fix": failure.fix}
+
+
+def _short(where: str) -> str:
+    """``file:line`` with the file's name only, for a line of the tree (the Markdown page has the whole path)."""
+    import os
+
+    return os.path.basename(where)
 
 
 def _relative(parent: str, path: str) -> str:

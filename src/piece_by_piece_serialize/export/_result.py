@@ -12,6 +12,7 @@ Imports: :mod:`..artifact` (the runnable module, the writer), :mod:`..custom_op`
 
 from __future__ import annotations
 
+import errno
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from ..artifact._checkpoint import Checkpoint, aliases
 from ..artifact._runnable import FlatProgramModule
 from ..artifact._write import SavedPiece, is_valueless, write_artifact
 from ..custom_op._calls import Call
+from ._errors import PieceByPieceExportError
 from ._record import tracing_path
 from ._report import ExportReport, Piece
 
@@ -59,7 +61,20 @@ class PieceByPieceExport:
         """A module that runs the program on the model's own arguments and returns the model's own output
         (caches passed in are updated in place, as by the model); it keeps this export's operators alive. A
         call whose structure differs from the example's raises ``CallStructureError``."""
-        return FlatProgramModule(self.program, self._call, self._key, self, "PieceByPieceExport.module()")
+        self._check_open("module()")
+        return _ExportModule(self.program, self._call, self._key, self, "PieceByPieceExport.module()")
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` freed the operators: the program and its modules cannot run any more."""
+        return not self._finalizer.alive
+
+    def _check_open(self, what: str) -> None:
+        if self.closed:
+            raise PieceByPieceExportError(
+                f"PieceByPieceExport.{what}: this export was closed, and the operators its program calls are freed; "
+                "export the model again, or save() before close() and load the artifact"
+            )
 
     def save(self, path: str | os.PathLike[str], *, weights: str | os.PathLike[str] | None = None) -> None:
         """Write the export as one archive (a ``.pt2`` file, torch's PT2 archive): the top program, each distinct
@@ -72,13 +87,34 @@ class PieceByPieceExport:
         writes it (shards listed in ``model.safetensors.index.json``), from which each weight without values is
         read one at a time as it is written, so the peak memory is about the largest weight (Note [streamed
         weights]). Raises ``ValueError`` for such a model without ``weights``, and ``CheckpointError`` (a
-        ``ValueError``) for a checkpoint that lacks a weight or holds it with another shape or dtype."""
+        ``ValueError``) for a checkpoint that lacks a weight or holds it with another shape or dtype. Raises
+        ``FileNotFoundError`` for a directory that does not exist, ``PermissionError`` (an ``OSError``) for a path
+        that cannot be written, each naming the path."""
+        target = os.path.abspath(os.fspath(path))
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(errno.ENOENT, f"PieceByPieceExport.save: no directory {folder!r} to write {os.fspath(path)!r} in", target)
+        if os.path.isdir(target):
+            raise IsADirectoryError(errno.EISDIR, f"PieceByPieceExport.save: {os.fspath(path)!r} is a directory; give a file path (model.pt2)", target)
+        existed = os.path.exists(target)
+        try:
+            with open(target, "ab"):  # can the file be written here? (torch's own error would not name it)
+                pass
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"PieceByPieceExport.save: cannot write {os.fspath(path)!r}: {exc.strerror}", target) from None
         checkpoint = None if weights is None else Checkpoint(weights)
-        write_artifact(
-            os.fspath(path), program=self.program, call=self._call, namespace=self._namespace,
-            model_class=self.report.model_class, pieces=self._saved, weights=checkpoint,
-            names=None if weights is None else aliases(self._model),
-        )  # fmt: skip
+        try:
+            write_artifact(
+                target, program=self.program, call=self._call, namespace=self._namespace,
+                model_class=self.report.model_class, pieces=self._saved, weights=checkpoint,
+                names=None if weights is None else aliases(self._model),
+            )  # fmt: skip
+        except BaseException as exc:
+            if not existed:  # no half-written or empty file left where none was
+                os.remove(target)
+            if isinstance(exc, RuntimeError):  # torch's C++ writer: "enforce fail ...", without the path
+                raise OSError(f"PieceByPieceExport.save: writing {os.fspath(path)!r} failed: {exc}") from exc
+            raise
 
     def to_onnx(
         self, path: str | os.PathLike[str], *, opset: int | None = None,
@@ -128,7 +164,7 @@ class PieceByPieceExport:
                 plain = name.removeprefix("module.")  # the flat call's attribute holding the model (export/_flat.py)
                 return checkpoint.tensor(names.get(plain, [plain]), tuple(tensor.shape), tensor.dtype)
 
-        inputs, outputs = _io_names(self._model, self._example, self._call, valueless)
+        inputs, outputs = io_names(self._model, self._example, self._call, valueless)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
             input_names=inputs, output_names=outputs, opset=opset, translations=translations,
@@ -169,24 +205,40 @@ def _dim_names(specs: Sequence[dict[int, Any] | None]) -> list[dict[int, str]]:
     ]
 
 
+class _ExportModule(FlatProgramModule):
+    """The runnable module of an export: refuses to run once the export is closed (its operators are gone)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self.owner._check_open("module()'s call")
+        return super().forward(*args, **kwargs)
+
+
 def _why_not(failure: Any) -> str:
     return "no failure recorded" if failure is None else f"{failure.kind}: {failure.detail or failure.message}"
 
 
-def _io_names(model: Any, example: Any, call: Call, valueless: bool = False) -> tuple[list[str], list[str]]:
+def io_names(model: Any, example: Any, call: Call, valueless: bool = False) -> tuple[list[str], list[str]]:
     """Readable names of the program's inputs and outputs, from the model run once on a copy of the example (on
     the tracing path for a model without values, Note [exports without values])."""
-    import inspect
-
     from ..custom_op._calls import rebuild_arguments
-    from ..onnx_export._names import input_names, output_names
+    from ..onnx_export._names import input_names
     from ..serialize import make_copy
 
     inputs = input_names(model.forward, example.args, example.kwargs)
     args, kwargs = rebuild_arguments(call, make_copy(list(example.tensors)))
     with tracing_path() if valueless else torch.no_grad():
         output = model(*args, **kwargs)
+    return inputs, output_names_of(model, call, args, kwargs, output)
+
+
+def output_names_of(model: Any, call: Call, args: Sequence[Any], kwargs: dict[str, Any], output: Any) -> list[str]:
+    """The names of the flat outputs of ``model(*args, **kwargs)`` (a call of structure ``call``) that gave
+    ``output``: ``output.logits``, then each cache argument's tensors after the call (``cache.updated...``)."""
+    import inspect
+
+    from ..onnx_export._names import output_names
+
     parameters = [p.name for p in inspect.signature(model.forward).parameters.values()]
     labels = [*(parameters[i] if i < len(parameters) else f"arg{i}" for i in range(len(args))), *kwargs]
     given = [*args, *kwargs.values()]
-    return inputs, output_names(output, [(labels[i], given[i]) for i in call.caches])
+    return output_names(output, [(labels[i], given[i]) for i in call.caches])

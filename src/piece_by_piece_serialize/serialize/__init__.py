@@ -227,19 +227,18 @@ def serialize_args(
     ``(flat_tuple, {})`` where, after the positional arguments, every named parameter is filled in order
     (``None`` when not passed) and the remaining keyword arguments (``**kwargs``) follow in their order. Each
     argument is flattened by :func:`serialize_one`.
-    Raises ``TypeError`` for a bare tensor as ``args`` (the original module returned it as is, so that
-    ``op(*serialize_args(x, None, None))`` silently unpacked its rows: write ``(x,)``), for arguments of the
-    wrong type or passed twice, and :class:`OpaqueLeafError` (a ``TypeError``) for an object pytree does not
+    A bare tensor as ``args`` is kept as the original module kept it: ``serialize_args(x, None, schema)`` returns
+    ``x`` itself, ``serialize_args(x, {}, schema)`` returns ``(x, {})``, and with keyword arguments ``x`` is the
+    one positional argument. (Beware ``op(*serialize_args(x, None, schema))``: star-unpacking a tensor gives its
+    rows; write ``(x,)`` for a tuple.)
+    Raises ``TypeError`` for arguments of the wrong type or passed twice, and :class:`OpaqueLeafError` (a ``TypeError``) for an object pytree does not
     open (a dataclass not registered with ``torch.utils._pytree.register_dataclass``, a set, an object of your
     own class); ``ValueError`` when keyword arguments are given without any way to know the parameter order.
     """
     if _Tensor is None:
         _setup()
-    if isinstance(args, _Tensor):
-        raise TypeError(
-            "serialize_args: args must be the tuple (or list) of positional arguments, got a Tensor; write "
-            "serialize_args((x,), ...) for one tensor argument"
-        )
+    if isinstance(args, _Tensor) and (kwargs is None or kwargs == {}):  # the original's answer, its tests assert it
+        return args if kwargs is None else (args, {})  # the tensor itself, as documented
     if type(args) is tuple or type(args) is list:  # type: ignore[comparison-overlap]  # a list too, as the docstring says
         positional: Sequence[Any] = args
     else:  # a dict, a namedtuple, a cache...: one positional argument

@@ -1,0 +1,160 @@
+"""Every declared range honoured (Note [a second example], Note [every declared range]): dimensions equal by chance
+in the example are never tied, the program is checked at the ends of each range and between, a static dimension
+declared dynamic is an error with torch's suggested fix, and an unbounded ``Dim`` does not crash the blame."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import _toy_models as toy  # noqa: E402
+from piece_by_piece_serialize import PieceByPieceExportError, dynamic_shapes_from_examples, export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.export import ExportMismatchError  # noqa: E402
+
+Dim = torch.export.Dim
+
+
+class Gate(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x * 2 if x.sum() > 0 else x - 1  # data-dependent: cut
+
+
+class SumsRows(torch.nn.Module):
+    """A cut piece, then a reduction over dimension 1: the output's shape follows dimension 0 only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = Gate()
+
+    def forward(self, x: Any) -> Any:
+        return self.gate(x).sum(1, keepdim=True) + x.mean()
+
+
+class LinearRows(torch.nn.Module):
+    """The same with a Linear on dimension 1, which is therefore static."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leaf = toy.Branchy()
+
+    def forward(self, x: Any) -> Any:
+        return self.leaf(x).sum(1, keepdim=True) + x.mean()
+
+
+@pytest.mark.parametrize("hint", [Dim.AUTO, Dim.DYNAMIC], ids=["AUTO", "DYNAMIC"])
+def test_two_hinted_dimensions_of_equal_size_are_not_tied(hint: Any) -> None:
+    torch.manual_seed(0)
+    model = SumsRows().eval()
+    result = export_piece_by_piece(model, (torch.randn(4, 4),), dynamic_shapes=({0: hint, 1: hint},))
+    assert "a second example was made from the first (x dim 0: 4 -> 5, x dim 1: 4 -> 6)" in result.report.notes
+    runnable = result.module()
+    for shape in ((3, 5), (5, 3), (7, 7)):  # before: Guard failed: tensors_0.size()[1] == tensors_0.size()[0]
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            torch.testing.assert_close(runnable(x), model(x), rtol=0, atol=1e-6)
+
+
+def test_auto_on_a_static_dimension_equal_to_a_dynamic_one_leaves_it_and_moves_the_other() -> None:
+    torch.manual_seed(0)
+    model = LinearRows().eval()
+    result = export_piece_by_piece(model, (torch.randn(4, 4),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},))
+    assert "a second example was made from the first (x dim 0: 4 -> 5)" in result.report.notes
+    with pytest.raises(PieceByPieceExportError, match=r"declares x dim 1 dynamic \(DimHint\(DYNAMIC\)\), but the model runs at no other size"):
+        export_piece_by_piece(model, (torch.randn(4, 4),), dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},))
+    for n in (2, 3, 9):
+        x = torch.randn(n, 4)
+        with torch.no_grad():
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=1e-6)
+
+
+def test_the_docs_decode_step_with_gpt2_blocks_keeps_batch_and_new_tokens_apart() -> None:
+    from transformers import AutoModelForCausalLM
+
+    from _tiny_models import config
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config("gpt2", n_embd=32, n_layer=1, n_head=4, vocab_size=64, n_positions=64)).eval()
+
+    def prefill(n: int, batch: int) -> Any:
+        with torch.no_grad():
+            return model(torch.randint(0, 64, (batch, n)), cache=None, use_cache=True).cache
+
+    shapes = dynamic_shapes_from_examples(model, [
+        ((torch.randint(0, 64, (2, 2)),), {"cache": prefill(5, 2)}),
+        ((torch.randint(0, 64, (3, 3)),), {"cache": prefill(8, 3)}),
+    ])  # fmt: skip
+    result = export_piece_by_piece(model, (torch.randint(0, 64, (2, 2)),), {"cache": prefill(5, 2)}, dynamic_shapes=shapes, classes="GPT2Block")
+    assert result.report.passed
+    cache = prefill(9, 3)
+    reference = copy.deepcopy(cache)
+    x = torch.randint(0, 64, (3, 5))  # batch 3, 5 new tokens: apart, where the example had both at 2
+    with torch.no_grad():
+        torch.testing.assert_close(result.module()(x, cache=cache).logits, model(x, cache=reference).logits, rtol=0, atol=1e-5)
+
+
+class Halve(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        h = x[: x.shape[0] // 2]
+        return h * 2 if h.sum() > 0 else h - 1  # data-dependent: cut
+
+
+class UsesHalfLength(torch.nn.Module):
+    """The piece's output length, n // 2, is 2 on both examples (4 and 5 rows): its operator learns a constant,
+    and the program slices 4 rows where eager slices 2 * (n // 2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halve, self.lin = Halve(), torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x[: 2 * self.halve(x).shape[0]])
+
+
+def test_a_program_wrong_inside_its_declared_range_fails_the_verdict() -> None:
+    batch = Dim("batch", min=4, max=64)
+    # before: "max |diff| against eager 0", and a program giving 4 rows where eager gives 64
+    result = export_piece_by_piece(UsesHalfLength().eval(), (torch.randn(4, 4),), dynamic_shapes=({0: batch},), strict=False)
+    assert "the program checked at 2 more points of the declared ranges (batch: 34, 64)" in result.report.notes  # 4: the example
+    assert result.report.passed is False and result.report.refused == [
+        "at batch=34 the program's output tensor 0 is torch.float32 (4, 4) where eager gives torch.float32 (34, 4)",
+        "at batch=64 the program's output tensor 0 is torch.float32 (4, 4) where eager gives torch.float32 (64, 4)",
+    ]
+    with pytest.raises(ExportMismatchError, match=r"\(model\) at batch=34 the program's output tensor 0 is"):
+        export_piece_by_piece(UsesHalfLength().eval(), (torch.randn(4, 4),), dynamic_shapes=({0: batch},))
+
+
+def test_a_static_dimension_declared_dynamic_is_an_error_with_torchs_suggested_fix() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    with pytest.raises(PieceByPieceExportError) as caught:  # before: every Linear behind an operator, "exported"
+        export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch"), 1: Dim("feat", max=64)},))
+    message = str(caught.value)
+    assert message.startswith("export_piece_by_piece: dynamic_shapes declares feat dynamic (Dim('feat', min=0, max=64)), but the model runs at no "
+                              "other size than the example's 4: it refuses 1, 32, 64 (RuntimeError: mat1 and mat2 shapes cannot be multiplied")  # fmt: skip
+    assert message.endswith("the dimension is static: torch's suggested fix: feat = 4, or give Dim.AUTO")
+
+
+def test_an_unbounded_dim_whose_constraint_breaks_is_blamed_without_crashing() -> None:
+    class Guarded(torch.nn.Module):
+        def forward(self, x: Any) -> Any:
+            return x * 2 if x.shape[0] <= 100 else x - 1
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.guarded, self.lin = Guarded(), torch.nn.Linear(4, 4)
+
+        def forward(self, x: Any) -> Any:
+            return self.lin(self.guarded(x))
+
+    model = Model().eval()
+    # before: AttributeError: 'Infinity' object has no attribute '_mpf_' (torch's int_oo says is_finite)
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},))
+    assert result.report.behind_operators == ["guarded"]
+    assert result.pieces["guarded"].failure.detail == "guard batch <= 100 is false at batch=127"
+    x = torch.randn(200, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
