@@ -82,6 +82,8 @@ def test_a_70b_shaped_llama_on_meta_exports_piece_by_piece_without_its_weights(c
                               ("28672", "8192"), ("8192", "28672"), ("8192",), ("8192",)]  # fmt: skip
         hidden = inputs[9]
         assert hidden[2] == "8192" and _shapes(piece.program, "output")[0] == hidden
+    # identical layers traced once under meta too: the second takes the first's program (its own cache layer)
+    assert report.pieces["model.layers.1"].program is report.pieces["model.layers.0"].program
     lines = [line for line in str(report).splitlines() if "layers.0-1" in line]
     assert len(lines) == 1 and "not run" in lines[0]
     assert "values not run (the model's weights are on the meta device" in report.to_markdown()

@@ -29,7 +29,7 @@ graph and the same guards over the same dynamic dimensions; and (5) checks the r
 eager outputs anyway. Whatever fails falls back to exporting the piece alone, as before.
 
 Imports: :mod:`..custom_op` (shallow copies), :mod:`._examples` (the examples' description), :mod:`._record` (the
-tracing path), and :mod:`..serialize` (copies of the recorded calls); torch.
+tracing path), :mod:`._values` (tensors without values) and :mod:`..serialize` (copies of the recorded calls); torch.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from ..serialize import make_copy
 from ..serialize._cache_slice import spares
 from ._examples import Example
 from ._record import Recorded, tracing_path
+from ._values import is_valueless
 
 _PLAIN = (int, float, bool, str, type(None))
 # what every module has: compared through the module tree, the weights and the hooks instead
@@ -160,11 +161,19 @@ def _reads(module: torch.nn.Module, donor: torch.nn.Module, differing: dict[str,
         if renumber:  # every use the index was put to is in the outputs: they must be eager's, exactly
             got = flat_outputs("", output, _cut_after(example.call, given))[1]
             want = flat_outputs("", call.output, _cut_after(example.call, call.caches_after, recorded=True))[1]
-            if len(got) != len(want) or not all(torch.equal(a, b) for a, b in zip(got, want, strict=True)):
+            if len(got) != len(want) or not all(_same(a, b) for a, b in zip(got, want, strict=True)):
                 read.append("outputs")
     except Exception:
         return True
     return bool(read)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal tensors; for tensors without values (a model on ``meta``, Note [exports without values] in
+    :mod:`._values`) the same shape and dtype, the flagged reads of the index being then the only evidence."""
+    if is_valueless(a) or is_valueless(b):
+        return tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype
+    return bool(torch.equal(a, b))
 
 
 def _watched(module: torch.nn.Module, names: set[str], read: list[str], index: dict[str, tuple[int, int]]) -> Any:
