@@ -110,18 +110,7 @@ def _write(
     import onnx
     import torch
 
-    from ._verify import max_diff, runner
-
-    given = translation_table([], translations)  # the user's, keyed by overload
-    missing = [p for p in pieces if p.program is None and _overload(p.qualname) not in given]
-    if missing:
-        listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
-        hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
-        raise OnnxExportError(
-            f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}; give each its ONNX "
-            f"translation with to_onnx(..., translations={{{hook}}}), a function of the operator's (tensors, "
-            "weights, call) returning the list of its flat outputs (docs/onnx.md, 'Operators without a translation')"
-        )
+    _refuse_untranslated(pieces, translations)
     # a piece the user translated is written by that translation, in the main graph; no function of its own
     pieces = [p for p in pieces if p.program is not None]
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
@@ -179,6 +168,31 @@ def _write(
         nan = float("nan")
         return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
+    model_diff, piece_diffs = _run_checks(path, shared, examples, pieces, pruned, names, functions)
+    return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+
+
+def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any, Callable[..., Any]] | None) -> None:
+    """Refuse, naming them and the hook, the pieces that have no program of their own and no translation."""
+    given = translation_table([], translations)  # the user's, keyed by overload
+    missing = [p for p in pieces if p.program is None and _overload(p.qualname) not in given]
+    if missing:
+        listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
+        hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
+        raise OnnxExportError(
+            f"to_onnx: pieces without a program of their own cannot be ONNX functions: {listed}; give each its ONNX "
+            f"translation with to_onnx(..., translations={{{hook}}}), a function of the operator's (tensors, "
+            "weights, call) returning the list of its flat outputs (docs/onnx.md, 'Operators without a translation')"
+        )
+
+
+def _run_checks(
+    path: str, shared: Any, examples: Sequence[tuple[list[Any], list[Any]]], pieces: Sequence[OnnxPiece],
+    pruned: dict[str, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
+) -> tuple[float, dict[str, float]]:  # fmt: skip
+    """onnxruntime against eager: the written model on every example, each function on its pieces' calls."""
+    from ._verify import max_diff, runner
+
     run = runner(path, shared)
     model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
     piece_diffs = {}
@@ -192,7 +206,7 @@ def _write(
             (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
             default=0.0,
         )
-    return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+    return model_diff, piece_diffs
 
 
 def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str]) -> dict[str, list[str]]:
