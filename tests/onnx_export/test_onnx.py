@@ -8,7 +8,6 @@ the eager outputs flattened the same way, compared tensor by tensor.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +20,12 @@ transformers = pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
 import _toy_models as toy  # noqa: E402
+from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
 from piece_by_piece_serialize import dynamic_shapes_from_examples, export_piece_by_piece  # noqa: E402
-from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
 from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=32)
 SEQ = torch.export.Dim("seq", min=2, max=128)
-
-
-def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    _, tensors, _ = describe_call("test", args, kwargs)
-    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
-    return [torch.from_numpy(x) for x in session.run(None, feeds)]
-
-
-def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    args, kwargs = copy.deepcopy((args, kwargs))
-    with torch.no_grad():
-        output = model(*args, **kwargs)
-    caches = [v for v in (*args, *kwargs.values()) if type(v).__name__.endswith("Cache")]
-    return flat_outputs("test", output, caches)[1]
 
 
 def _assert_equal(got: list[Any], want: list[Any]) -> None:
@@ -103,7 +87,7 @@ def test_identical_layers_share_one_function_and_onnxruntime_equals_eager(family
     for batch, n in ((1, 3), (4, 11), (2, 70)):
         x = tiny.ids(n, batch, seed=5)
         kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
-        _assert_equal(_run(tmp_path / "model.onnx", (x,), kwargs), _eager(model, (x,), kwargs))
+        _assert_equal(run_onnx(tmp_path / "model.onnx", (x,), kwargs), eager_outputs(model, (x,), kwargs))
     assert "onnx |d|" in str(result.report) and f"{functions} function" in str(result.report)
 
 
@@ -133,7 +117,7 @@ def test_a_decode_step_with_its_cache_in_and_out(family: str, functions: int, tm
     for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 5)):  # pasts past mistral's window of 5, as the examples
         _, ours = tiny.prefill(model, past, batch=batch)
         x = tiny.ids(new, batch, seed=9)
-        _assert_equal(_run(tmp_path / "step.onnx", (x,), {"cache": ours}), _eager(model, (x,), {"cache": ours}))
+        _assert_equal(run_onnx(tmp_path / "step.onnx", (x,), {"cache": ours}), eager_outputs(model, (x,), {"cache": ours}))
 
 
 def test_t5_blocks_of_the_encoder_and_the_decoder(tmp_path: Path) -> None:
@@ -156,7 +140,7 @@ def test_t5_blocks_of_the_encoder_and_the_decoder(tmp_path: Path) -> None:
     assert sum(calls.values()) == 4 and len(calls) == len(written.functions) >= 2  # encoder and decoder blocks differ
     for batch, n, m in ((1, 3, 2), (3, 11, 7), (2, 20, 9)):
         kwargs = inputs(batch, n, m, seed=5)
-        _assert_equal(_run(tmp_path / "t5.onnx", (), kwargs), _eager(model, (), kwargs))
+        _assert_equal(run_onnx(tmp_path / "t5.onnx", (), kwargs), eager_outputs(model, (), kwargs))
 
 
 def test_a_piece_without_its_own_program_is_refused_by_name(tmp_path: Path) -> None:
@@ -184,7 +168,7 @@ def test_a_decode_step_writing_a_static_cache_in_place(tmp_path: Path) -> None:
     for batch, past in ((1, 7), (4, 12)):
         kwargs = {"cache": static(batch, past), "cache_position": torch.tensor([past])}
         x = tiny.ids(1, batch, seed=9)
-        got, want = _run(tmp_path / "static.onnx", (x,), kwargs), _eager(model, (x,), kwargs)
+        got, want = run_onnx(tmp_path / "static.onnx", (x,), kwargs), eager_outputs(model, (x,), kwargs)
         _assert_equal(got, want)
         assert any(w[:, :, past].abs().sum() > 0 for w in want[1:] if w.dim() == 4)  # the step wrote the cache
 
@@ -200,4 +184,4 @@ def test_gemma3n_layers_that_store_and_that_read_shared_keys_are_two_functions(t
     for batch, n in ((1, 3), (3, 11)):
         x = tiny.ids(n, batch, seed=5)
         kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
-        _assert_equal(_run(tmp_path / "gemma3n.onnx", (x,), kwargs), _eager(model, (x,), kwargs))
+        _assert_equal(run_onnx(tmp_path / "gemma3n.onnx", (x,), kwargs), eager_outputs(model, (x,), kwargs))

@@ -4,7 +4,6 @@ take as a complex input; onnxruntime against eager at shapes the export did not 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +15,11 @@ pytest.importorskip("onnxscript")
 transformers = pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
+from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
-from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=32)
 SEQ = torch.export.Dim("seq", min=2, max=128)
-
-
-def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    _, tensors, _ = describe_call("test", args, kwargs)
-    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
-    return [torch.from_numpy(x) for x in session.run(None, feeds)]
-
-
-def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    args, kwargs = copy.deepcopy((args, kwargs))
-    with torch.no_grad():
-        output = model(*args, **kwargs)
-    return flat_outputs("test", output, [])[1]
 
 
 def _max_diff(got: list[Any], want: list[Any]) -> float:
@@ -63,7 +48,7 @@ def test_a_rotation_in_complex_numbers_equals_eager(tmp_path: Path) -> None:
     written = result.to_onnx(tmp_path / "rotation.onnx")
     assert written.model_diff <= 1e-5
     x = torch.randn(11, 8)
-    assert _max_diff(_run(tmp_path / "rotation.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-5
+    assert _max_diff(run_onnx(tmp_path / "rotation.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-5
 
 
 def _llama4() -> Any:
@@ -88,4 +73,4 @@ def test_llama4_layers_given_complex_rotary_frequencies(tmp_path: Path) -> None:
     for batch, n in ((1, 3), (3, 20)):  # 20: past the attention chunk of 16
         kwargs = {"attention_mask": torch.ones(batch, n, dtype=torch.long), "use_cache": False}
         ids = tiny.ids(n, batch, seed=5)
-        assert _max_diff(_run(tmp_path / "llama4.onnx", (ids,), kwargs), _eager(model, (ids,), kwargs)) <= 1e-4
+        assert _max_diff(run_onnx(tmp_path / "llama4.onnx", (ids,), kwargs), eager_outputs(model, (ids,), kwargs)) <= 1e-4

@@ -8,7 +8,6 @@ tensor with eager.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -22,28 +21,13 @@ transformers = pytest.importorskip("transformers")
 
 import _tiny_models as tiny  # noqa: E402
 import _tiny_moe  # noqa: E402
+from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
-from piece_by_piece_serialize.custom_op._calls import describe_call, flat_outputs  # noqa: E402
 from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=32)
 SEQ = torch.export.Dim("seq", min=2, max=128)
 TOKENS = torch.export.Dim("tokens", min=2, max=256)
-
-
-def _run(path: Path, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    _, tensors, _ = describe_call("test", args, kwargs)
-    feeds = {i.name: t.contiguous().numpy() for i, t in zip(session.get_inputs(), tensors, strict=True)}
-    return [torch.from_numpy(x) for x in session.run(None, feeds)]
-
-
-def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    args, kwargs = copy.deepcopy((args, kwargs))
-    with torch.no_grad():
-        output = model(*args, **kwargs)
-    caches = [v for v in (*args, *kwargs.values()) if type(v).__name__.endswith("Cache")]
-    return flat_outputs("test", output, caches)[1]
 
 
 def _max_diff(got: list[Any], want: list[Any]) -> float:
@@ -77,7 +61,7 @@ def test_the_experts_operator_equals_eager_under_every_routing(tmp_path: Path) -
         "one expert gets every token twice": [[3, 3], [3, 3], [3, 3]],
         "many tokens": torch.randint(0, 4, (200, 2), generator=torch.Generator().manual_seed(1)).tolist(),
     }
-    diffs = {name: _max_diff(_run(tmp_path / "experts.onnx", _routing(r, i), {}), _eager(experts, _routing(r, i), {}))
+    diffs = {name: _max_diff(run_onnx(tmp_path / "experts.onnx", _routing(r, i), {}), eager_outputs(experts, _routing(r, i), {}))
              for i, (name, r) in enumerate(routings.items())}  # fmt: skip
     assert max(diffs.values()) <= 1e-5, diffs
 
@@ -121,7 +105,7 @@ def test_an_operator_without_translation_is_named_with_the_hook_that_gives_one(t
     written = result.to_onnx(tmp_path / "squares.onnx", translations={torch.ops.pbp_onnx_test.shifted_square: shifted_square})
     assert written.model_diff <= 1e-6
     x = torch.randn(7, 4)
-    assert _max_diff(_run(tmp_path / "squares.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-6
+    assert _max_diff(run_onnx(tmp_path / "squares.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-6
     with pytest.raises(OnnxExportError, match=r"a key of translations= must be a torch operator"):
         result.to_onnx(tmp_path / "other.onnx", translations={"pbp_onnx_test::shifted_square": shifted_square})
 
@@ -158,7 +142,7 @@ def test_mixture_of_experts_families_in_onnxruntime(family: str, mode: str, shap
     written = result.to_onnx(tmp_path / "model.onnx")
     if classes is not None:
         assert sum(map(len, written.functions.values())) == len(model.model.layers)
-    diffs = [_max_diff(_run(tmp_path / "model.onnx", args, kwargs), _eager(model, args, kwargs)) for args, kwargs in cases]
+    diffs = [_max_diff(run_onnx(tmp_path / "model.onnx", args, kwargs), eager_outputs(model, args, kwargs)) for args, kwargs in cases]
     assert written.model_diff <= 1e-4 and max(diffs) <= 1e-4, (written.model_diff, diffs)
 
 
@@ -190,7 +174,7 @@ def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_o
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(seed)) + (4.0 if seed % 2 else -4.0)
         with torch.no_grad():
             signs.add(bool(model.top.mid.leaf.lin(model.top.mid.before(x)).sum() > 0))
-        assert _max_diff(_run(tmp_path / "deep.onnx", (x,), {}), _eager(model, (x,), {})) <= 1e-5
+        assert _max_diff(run_onnx(tmp_path / "deep.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-5
     assert signs == {True, False}
 
 
