@@ -52,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..errors import SymExprError
-from ..sym_expr import Integer, is_symbol_name, read_sym_expr
+from ..sym_expr import is_symbol_name, read_sym_expr
 from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
 from ._program import MAX_PROGRAM_BYTES, check_program
@@ -397,7 +397,8 @@ def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
 # the deserializer's counter bumped that many times, one step at a time ("u1000000000" took minutes; int() also
 # reads "u 12" and "u1_0"). So a key is either a symbol's name of the language of at most MAX_RANGE_NAME_LENGTH
 # characters (torch's counters name symbols far below that), or the str() of a subexpression of the program's own
-# expressions (which holds an operator, so no int() reads it), each bound an integer of at most 20 digits or null.
+# expressions (which holds an operator, so no int() reads it); each bound is a 64-bit integer or null, which the
+# strict reader of the document checked first (Note [program documents]).
 MAX_RANGE_NAME_LENGTH = 8
 
 
@@ -426,18 +427,7 @@ def _range_constraints_problem(constraints: Any, expressions: Iterable[Any]) -> 
                 f"names {name!r}, which is neither a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters nor "
                 "an expression of the program"
             )
-    for name, bounds in constraints.items():
-        if not isinstance(bounds, dict) or not set(bounds) <= {"min_val", "max_val"}:
-            return f"bounds {name} by {bounds!r}, which is not a min_val and a max_val"
-        for bound in bounds.values():
-            if bound is None:
-                continue
-            if type(bound) is not int:
-                return f"bounds {name} by {bound!r}, which is not an integer or null"
-            try:
-                Integer(bound)  # the language's integers: at most MAX_INTEGER_DIGITS digits
-            except ValueError as err:
-                return f"bounds {name} by a number too large: {err}"
+    # the bounds themselves were read by the strict reader: a min_val and a max_val, each a 64-bit integer or null
     return None
 
 
