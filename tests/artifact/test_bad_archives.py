@@ -234,3 +234,53 @@ def test_a_hostile_range_constraint_is_refused_at_once(good: Path, tmp_path: Pat
     with pytest.raises(ArtifactError, match=re.escape(message)):
         load_piece_by_piece(path)
     assert time.perf_counter() - start < 10  # today's loader counted to 10**9 on the first
+
+
+# Each passes Python's own checks and would run at every call of the loaded program, for ever or for hours (Note
+# [guard cost] in artifact/_archive.py): a tower of powers, a power of a size, a factorial, a huge literal.
+_HOSTILE_GUARDS = [
+    "L['x'].size()[0] == 9 ** 9 ** 9",
+    "L['x'].size()[0] ** L['x'].size()[0] > 0",
+    "(L['x'].size()[0] ** 64) ** 64 > 0",
+    "L['x'].size()[0] ** 100000000 > 0",
+    "math.factorial(100000000) > L['x'].size()[0]",
+    "math.comb(10 ** 8, 5 * 10 ** 7) > 0",
+    "L['x'].size()[0] < " + "9" * 30,
+    "L['x'].size()[0] >= 1 and " * 800 + "True",
+]
+
+
+@pytest.mark.parametrize("guard", _HOSTILE_GUARDS, ids=["tower", "size_power", "nested_power", "huge_exponent", "factorial", "comb", "long_integer", "long_text"])
+def test_a_guard_whose_cost_grows_with_a_number_in_the_file_is_refused(good: Path, tmp_path: Path, guard: str) -> None:
+    def guards(program: Any) -> None:
+        program["guards_code"] = [guard]
+
+    path = _rewrite(good, tmp_path / "guard.pt2", "models/model.json", _json(guards))
+    with pytest.raises(ArtifactError, match="which is not a comparison of sizes"):
+        load_piece_by_piece(path)
+
+
+def test_guards_as_torch_prints_them_are_accepted(good: Path, tmp_path: Path) -> None:
+    # what torch's Python printer writes of sizes (PowByNatural as **, FloorToInt as math.floor, Max as max, ...),
+    # about the program's input (the flat call's tensors_0, batch x 4): the archive loads and computes (torch
+    # compiles guards only for a program with example inputs, which the loader never reads: Note [guard cost])
+    import sympy
+    from torch.utils._sympy.functions import FloorToInt, IntTrueDiv, PowByNatural
+    from torch.utils._sympy.printers import PythonPrinter
+
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    expressions = [
+        sympy.Le(PowByNatural(s0, sympy.Integer(2)), 4096), sympy.Ge(FloorToInt(IntTrueDiv(s0, s1)), 1),
+        sympy.Eq(sympy.Max(s0, s1), s0), sympy.Ne(sympy.Mod(s0, 4), 3), sympy.Lt(s0 * s1 + 3, 2**40),
+    ]  # fmt: skip
+    names = {"s0": "L['tensors_0'].size()[0]", "s1": "L['tensors_0'].size()[1]"}
+    printed = [PythonPrinter().doprint(e).replace("s0", names["s0"]).replace("s1", names["s1"]) for e in expressions]
+
+    def guards(program: Any) -> None:
+        program["guards_code"] = printed
+
+    loaded = load_piece_by_piece(_rewrite(good, tmp_path / "guards.pt2", "models/model.json", _json(guards)))
+    try:
+        assert loaded(torch.randn(5, 4)).shape == (5, 2)
+    finally:
+        loaded.close()

@@ -516,10 +516,18 @@ def allowed_operator(op: Any, own: str | None = None) -> bool:
 _GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})
 # functions torch's guards call on numbers: Python's own arithmetic builtins and torch's sympy interpreter's
 _GUARD_FUNCTIONS = frozenset({"min", "max", "abs", "int", "float", "bool", "round", "IsNonOverlappingAndDenseIndicator", "cast_symbool_to_symint_guardless"})
-
-
-def _math_function(name: str) -> bool:
-    return not name.startswith("_") and callable(getattr(math, name, None))
+# what torch's Python printer of sympy writes of ``math`` (torch/utils/_sympy/printers.py): functions of one float,
+# each computed at once; not ``math.factorial``, ``comb`` or ``perm``, whose cost grows with the numbers they get
+_GUARD_MATH = frozenset({"floor", "ceil", "trunc", "sqrt", "exp", "log", "log2", "cos", "cosh", "acos", "sin", "sinh", "asin", "tan", "tanh", "atan"})
+_GUARD_MATH_CONSTANTS = frozenset({"inf", "nan"})
+# Note [guard cost]: torch compiles a program's guards into a function run at every call (``_guards_fn``) only when
+# the program has example inputs, which the loader never reads; a guard is still checked as if it ran, for a torch
+# that compiles them anyway or a user who attaches examples, so its cost must not grow with a number written in the
+# file or with the sizes it is given. Its text is at most MAX_GUARD_LENGTH characters, an integer in it has at most 20 digits
+# (a size is below 2**63), and ``**`` only raises something free of ``**`` to a written constant of at most
+# MAX_GUARD_EXPONENT (torch prints PowByNatural as ``**``; ``s ** s`` or ``9 ** 9 ** 9`` would not end).
+MAX_GUARD_LENGTH = 4096
+MAX_GUARD_EXPONENT = 64
 
 
 def _guard_call(node: ast.Call) -> bool:
@@ -530,35 +538,56 @@ def _guard_call(node: ast.Call) -> bool:
     if isinstance(func, ast.Attribute) and func.attr in _GUARD_CALLS:
         return not node.args
     if isinstance(func, ast.Attribute):
-        return isinstance(func.value, ast.Name) and func.value.id == "math" and _math_function(func.attr)
+        return isinstance(func.value, ast.Name) and func.value.id == "math" and func.attr in _GUARD_MATH and len(node.args) == 1
     return isinstance(func, ast.Name) and func.id in _GUARD_FUNCTIONS
+
+
+def _guard_power(node: ast.BinOp) -> bool:
+    """``base ** exponent`` of bounded cost (Note [guard cost]): a constant exponent, a base without ``**``."""
+    exponent = node.right
+    if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, (ast.USub, ast.UAdd)):
+        exponent = exponent.operand
+    if not (isinstance(exponent, ast.Constant) and type(exponent.value) in (int, float) and abs(exponent.value) <= MAX_GUARD_EXPONENT):
+        return False
+    return not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left))
+
+
+_GUARD_NODES = (
+    ast.Expression, ast.Load, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute,
+    ast.Call, ast.Name, ast.Constant, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult,
+    ast.FloorDiv, ast.Mod, ast.Pow, ast.Div, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+)  # fmt: skip
+
+
+def _guard_node_ok(node: ast.AST) -> bool:
+    if not isinstance(node, _GUARD_NODES):
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in ("L", "math", *_GUARD_FUNCTIONS)
+    if isinstance(node, ast.Attribute):
+        return node.attr in _GUARD_CALLS or (
+            isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _GUARD_MATH | _GUARD_MATH_CONSTANTS
+        )
+    if isinstance(node, ast.Call):
+        return _guard_call(node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return _guard_power(node)
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if type(value) is int:
+            return abs(value) < 10**20
+        return isinstance(value, (float, bool)) or (isinstance(value, str) and value.isidentifier())
+    return True
 
 
 def _guard_ok(text: str) -> bool:
     """A guard as torch writes it (``L['x'].size()[0] <= 64``): sizes, strides and numbers of inputs named by
-    identifiers, compared and combined with arithmetic, nothing else."""
+    identifiers, compared and combined with arithmetic of bounded cost (Note [guard cost]), nothing else. Guards
+    are Python, which torch compiles: they are read with Python's own parser, then every node is checked."""
+    if len(text) > MAX_GUARD_LENGTH:
+        return False
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    allowed = (
-        ast.Expression, ast.Load, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute,
-        ast.Call, ast.Name, ast.Constant, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult,
-        ast.FloorDiv, ast.Mod, ast.Pow, ast.Div, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-    )  # fmt: skip
-    for node in ast.walk(tree):
-        if not isinstance(node, allowed):
-            return False
-        if isinstance(node, ast.Name) and node.id not in ("L", "math", *_GUARD_FUNCTIONS):
-            return False
-        if isinstance(node, ast.Attribute) and not (
-            node.attr in _GUARD_CALLS or (isinstance(node.value, ast.Name) and node.value.id == "math" and _math_function(node.attr))
-        ):
-            return False
-        if isinstance(node, ast.Call) and not _guard_call(node):
-            return False
-        if isinstance(node, ast.Constant) and not (
-            isinstance(node.value, (int, float, bool)) or (isinstance(node.value, str) and node.value.isidentifier())
-        ):
-            return False
-    return True
+    return all(_guard_node_ok(node) for node in ast.walk(tree))
