@@ -547,7 +547,8 @@ def _guard_power(node: ast.BinOp) -> bool:
     exponent = node.right
     if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, (ast.USub, ast.UAdd)):
         exponent = exponent.operand
-    if not (isinstance(exponent, ast.Constant) and type(exponent.value) in (int, float) and abs(exponent.value) <= MAX_GUARD_EXPONENT):
+    value = exponent.value if isinstance(exponent, ast.Constant) else None
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_GUARD_EXPONENT):
         return False
     return not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left))
 
