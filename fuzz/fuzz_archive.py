@@ -10,7 +10,9 @@ apply one to four mutations to it:
 * **JSON**: in the manifest, a program document or a payload config, one value (found by walking the document
   with the choices) is replaced by a number at an edge (0, -1, 2**31, 2**63, ...), a string from a list of hostile
   names (code, a keyword, a full-width letter, a dotted path, a namespace of torch), null, a list or an object;
-  or a key is removed, or an unknown key added, or a list element duplicated;
+  or a key is removed, or an unknown key added, or a list element duplicated; after a program document is
+  changed, the manifest's digests of the programs are mostly made to agree (an attacker keeps the archive
+  consistent), so that the checks behind the digest's are reached;
 * **tensor metadata**: one payload's sizes, strides, offset or dtype set to an edge value;
 * **zip layout**: a member duplicated, removed, renamed, compressed, truncated or extended.
 
@@ -179,6 +181,8 @@ def _mutate(r: ByteReader, members: list[tuple[zipfile.ZipInfo, bytes]], prefix:
                 continue
             done.append(_mutate_json(r, doc) if kind == 0 else _mutate_meta(r, doc))
             members[i] = (info, json.dumps(doc).encode())
+            if want.startswith("models/") and not r.flag():  # mostly as an attacker would: the digests made to agree
+                _redigest(members, prefix)
             continue
         i = r.below(len(members))
         info, data = members[i]
@@ -198,6 +202,26 @@ def _mutate(r: ByteReader, members: list[tuple[zipfile.ZipInfo, bytes]], prefix:
             members[i] = (info, data + bytes(r.below(1 << 16)))
         done.append(f"zip: {('duplicated', 'removed', 'renamed', 'compressed', 'truncated', 'extended')[op]}")
     return done
+
+
+def _redigest(members: list[tuple[zipfile.ZipInfo, bytes]], prefix: str) -> None:
+    """The manifest's program digests (Note [program digests]) set to those of the documents as they now are."""
+    import hashlib
+
+    names = [info.filename[len(prefix) :] for info, _ in members]
+    if "extra/pbp_manifest.json" not in names:
+        return
+    i = names.index("extra/pbp_manifest.json")
+    try:
+        manifest = json.loads(members[i][1])
+        entries = [manifest, *manifest["operators"]]
+    except (ValueError, KeyError, TypeError):
+        return
+    for entry in entries:
+        member = f"models/{entry.get('program')}.json" if isinstance(entry, dict) else None
+        if member in names and isinstance(entry.get("program_digest"), str):
+            entry["program_digest"] = hashlib.sha256(members[names.index(member)][1]).hexdigest()
+    members[i] = (members[i][0], json.dumps(manifest).encode())
 
 
 def _archive(members: list[tuple[zipfile.ZipInfo, bytes]]) -> bytes:

@@ -94,9 +94,10 @@ def sample(r: ByteReader) -> Any:
         program = f"piece_{i}" if r.below(1 + 1) else None
         operators.append(
             m.OperatorRecord(f"op{i}", f"layers.{i}", "pkg.Layer", ("w",) * r.below(3 + 1), program,
-                             calls[0].key if program else None, calls, None if program else _state(r, m))
+                             calls[0].key if program else None, calls, None if program else _state(r, m),
+                             f"{i:x}" * 64 if program else None)
         )  # fmt: skip
-    return m.Manifest("pbp_0a1b2c", "pkg.Model", "model", _call(r, m), tuple(operators), "2.13.0")
+    return m.Manifest("pbp_0a1b2c", "pkg.Model", "model", _call(r, m), tuple(operators), "2.13.0", "f" * 64)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -155,7 +155,7 @@ _TREESPEC_EXTRA = ("___v1_", "___", "_E", "Zu", "Zd", "Zz", "Zx41", "Zy2603", "Z
 
 # The manifest's JSON keys and value tags (artifact/_manifest.py): hints for the mutator.
 _MANIFEST_KEYS = (
-    "format", "version", "torch_version", "namespace", "model_class", "program", "call", "operators", "name", "piece",
+    "format", "version", "torch_version", "namespace", "model_class", "program", "program_digest", "call", "operators", "name", "piece",
     "class", "weights", "program_key", "calls", "state", "key", "kinds", "n_positional", "keywords", "constants",
     "n_flat", "caches", "out_kinds", "out_constants", "out_n_flat", "out_aliases", "out_dtypes", "out_devices", "rules",
     "attributes", "parameters", "buffers", "non_persistent", "children", "unstorable", "float", "tuple", "list", "dict",

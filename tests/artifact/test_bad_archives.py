@@ -19,6 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
+from _archive_edit import redigest  # noqa: E402
 from piece_by_piece_serialize import ArtifactError, export_piece_by_piece, load_piece_by_piece  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=64)
@@ -36,13 +37,15 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _rewrite(src: Path, dst: Path, member: str, change: Callable[[bytes], bytes]) -> Path:
-    """A copy of the archive ``src`` with ``member`` (a path inside its folder) changed."""
+    """A copy of the archive ``src`` with ``member`` (a path inside its folder) changed, the manifest's digests those
+    of the changed program (an attacker keeps the archive consistent)."""
     with zipfile.ZipFile(src) as old, zipfile.ZipFile(dst, "w") as new:
+        members = {info.filename.split("/", 1)[1]: old.read(info) for info in old.infolist()}
+        members[member] = change(members[member])
+        if member.startswith("models/"):
+            redigest(members)
         for info in old.infolist():
-            data = old.read(info)
-            if info.filename.split("/", 1)[1] == member:
-                data = change(data)
-            new.writestr(info, data)
+            new.writestr(info, members[info.filename.split("/", 1)[1]])
     return dst
 
 
@@ -83,8 +86,12 @@ def test_a_truncated_archive(good: Path, tmp_path: Path) -> None:
 
 
 def test_another_format_version(good: Path, tmp_path: Path) -> None:
-    path = _rewrite(good, tmp_path / "v2.pt2", "extra/pbp_manifest.json", _json(lambda m: m.update(version=2)))
-    with pytest.raises(ArtifactError, match=r"v2\.pt2: manifest version: format version 2, where this library reads version 1"):
+    path = _rewrite(good, tmp_path / "v3.pt2", "extra/pbp_manifest.json", _json(lambda m: m.update(version=3)))
+    with pytest.raises(ArtifactError, match=r"v3\.pt2: manifest version: format version 3, where this library reads version 2$"):
+        load_piece_by_piece(path)
+    # version 1 had no program digests (Note [program digests]): read as it was, it could not be checked
+    path = _rewrite(good, tmp_path / "v1.pt2", "extra/pbp_manifest.json", _json(lambda m: m.update(version=1)))
+    with pytest.raises(ArtifactError, match=r"format version 1, where this library reads version 2: save the model again"):
         load_piece_by_piece(path)
     path = _rewrite(good, tmp_path / "x.pt2", "extra/pbp_manifest.json", lambda data: b"{not json")
     with pytest.raises(ArtifactError, match="manifest : is not JSON"):
@@ -237,7 +244,7 @@ def test_a_hostile_range_constraint_is_refused_at_once(good: Path, tmp_path: Pat
 
 
 # Each passes Python's own checks and would run at every call of the loaded program, for ever or for hours (Note
-# [guard cost] in artifact/_archive.py): a tower of powers, a power of a size, a factorial, a huge literal.
+# [guard cost] in artifact/_rules.py): a tower of powers, a power of a size, a factorial, a huge literal.
 _HOSTILE_GUARDS = [
     "L['x'].size()[0] == 9 ** 9 ** 9",
     "L['x'].size()[0] ** L['x'].size()[0] > 0",

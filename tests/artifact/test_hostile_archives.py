@@ -25,8 +25,9 @@ pytest.importorskip("transformers")
 import transformers.modeling_outputs  # noqa: E402, F401  # the model's output class, as the model's code imports it
 
 import _tiny_models as tiny  # noqa: E402
+from _archive_edit import redigest  # noqa: E402
 from piece_by_piece_serialize import ArtifactError, export_piece_by_piece, load_piece_by_piece  # noqa: E402
-from piece_by_piece_serialize.artifact import _archive  # noqa: E402
+from piece_by_piece_serialize.artifact import _archive, _rules  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=32)
 SEQ = torch.export.Dim("seq", min=2, max=128)
@@ -50,17 +51,21 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _rewrite(
-    src: Path, dst: Path, changes: dict[str, Callable[[bytes], bytes]], *, deflate: tuple[str, ...] = (), extra: tuple[tuple[str, bytes], ...] = ()
-) -> Path:
+    src: Path, dst: Path, changes: dict[str, Callable[[bytes], bytes]], *, deflate: tuple[str, ...] = (),
+    extra: tuple[tuple[str, bytes], ...] = (), consistent: bool = True,
+) -> Path:  # fmt: skip
     """A copy of ``src`` with members changed (by their path inside the archive's folder), some compressed, and
-    extra members appended (a name already there makes a duplicate)."""
+    extra members appended (a name already there makes a duplicate); ``consistent``: the manifest's digests are
+    those of the changed program documents, as an attacker would write them."""
     with zipfile.ZipFile(src) as old, zipfile.ZipFile(dst, "w") as new:
         prefix = old.namelist()[0].split("/", 1)[0] + "/"
+        members = {info.filename[len(prefix) :]: changes.get(info.filename[len(prefix) :], lambda d: d)(old.read(info)) for info in old.infolist()}
+        if consistent and any(m.startswith("models/") for m in changes):
+            redigest(members)
         for info in old.infolist():
             member = info.filename[len(prefix) :]
-            data = changes.get(member, lambda d: d)(old.read(info))
             info.compress_type = zipfile.ZIP_DEFLATED if member in deflate else info.compress_type
-            new.writestr(info, data)
+            new.writestr(info, members[member])
         for member, data in extra:
             with pytest.warns(UserWarning, match="Duplicate name"):
                 new.writestr(prefix + member, data)
@@ -160,12 +165,27 @@ def test_a_weight_name_with_a_full_width_letter_is_refused(llama: Path, tmp_path
     _refused(path, r"models/model.json at .*parameter_name: \"module.model.\\uff4eorm.weight\" is not a dotted path of ASCII identifiers")
 
 
+_MANIFEST_NAMES = [
+    (lambda m: m["operators"][0].update(piece="model.layers.0.\uff53elf_attn"), r"operators\[0\].piece: \"model.layers.0.\\uff53elf_attn\" is not a dotted path"),
+    (lambda m: m["operators"][0]["weights"].__setitem__(0, "model.layers.0.input_layern\u043erm.weight"), r"operators\[0\].weights\[0\]: .* is not a dotted path"),
+    (lambda m: m["operators"][0].update({"class": "transformers.models.llama.modeling_llama.Ll\u0430maDecoderLayer"}), r"operators\[0\].class: .* is not a qualified class name of ASCII identifiers"),
+    (lambda m: m.update(model_class="builtins.eval('1')"), r"model_class: .* is not a qualified class name"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), _MANIFEST_NAMES, ids=["piece_fullwidth", "weight_cyrillic", "class_cyrillic", "class_code"])
+def test_names_in_the_manifest_are_ascii_dotted_paths(llama: Path, tmp_path: Path, change: Callable[[Any], None], message: str) -> None:
+    # a piece path or a class name is matched against the user's implementations= by name: two spellings of one
+    # name (a look-alike letter) would match one and show another
+    _refused(_rewrite(llama, tmp_path / "names.pt2", {MANIFEST: _json(change)}), r"manifest " + message)
+
+
 # ---- class 2: operators ---------------------------------------------------------------------------------
 
 
 def test_operators_outside_the_allowlist_are_refused_by_name(llama: Path, tmp_path: Path) -> None:
     for op in (torch.ops.aten.from_file.default, torch.ops.aten._reshape_alias.default, torch.ops.aten.set_.source_Tensor, torch.ops.aten.as_strided.default):
-        assert not _archive.allowed_operator(op), op
+        assert not _rules.allowed_operator(op), op
 
     def from_file(program: Any) -> None:
         node = next(n for n in program["graph_module"]["graph"]["nodes"] if n["target"] == "torch.ops.aten.mul.Tensor")
@@ -232,6 +252,13 @@ def test_a_program_document_is_bounded_before_it_is_read(llama: Path, tmp_path: 
     path = _rewrite(llama, tmp_path / "big.pt2", {PIECE: lambda data: big}, deflate=(PIECE,))
     assert path.stat().st_size < 1 << 20
     _refused(path, rf"{PIECE} is {len(big)} bytes, more than {_archive.MAX_PROGRAM_BYTES}")
+    # under the limit, a 32 MiB document of padding in a file of 0.1 MiB: refused before it is decompressed
+    padded = b"[" + b" " * (32 << 20) + b"]"
+    path = _rewrite(llama, tmp_path / "padded.pt2", {PIECE: lambda data: padded}, deflate=(PIECE,))
+    _refused(path, rf"{PIECE} decompresses to {len(padded)} bytes from \d+, more than {_archive.MAX_INFLATION} times")
+    # a document deflated as a user's zip tool would: it loads
+    path = _rewrite(llama, tmp_path / "deflated.pt2", {}, deflate=(PIECE, TOP, MANIFEST))
+    load_piece_by_piece(path).close()
 
 
 def _tensors_as_int(program: Any) -> None:  # the operator's Tensor[] argument an integer
@@ -285,7 +312,40 @@ def test_a_piece_pointing_at_another_pieces_program_is_refused(tmp_path: Path) -
         a["program"], b["program"] = b["program"], a["program"]
 
     path = _rewrite(tmp_path / "two.pt2", tmp_path / "swapped.pt2", {MANIFEST: _json(swap)})
+    _refused(path, r"models/piece_\d.json is not the program the operator \w+ \(\d\) was saved with: its SHA-256 is [0-9a-f]{64}, the manifest says [0-9a-f]{64}")
+
+    def swap_with_digests(m: Any) -> None:  # consistent: the shapes still tell the programs apart
+        a, b = m["operators"]
+        for key in ("program", "program_digest"):
+            a[key], b[key] = b[key], a[key]
+
+    path = _rewrite(tmp_path / "two.pt2", tmp_path / "swapped_digests.pt2", {MANIFEST: _json(swap_with_digests)})
     _refused(path, r"the program piece_\d of \d takes its input \w+ as a torch.float32 \(\d, 4\) .* where the weight its operator passes is")
+
+
+class _Rectified(torch.nn.Module):
+    def __init__(self, activation: torch.nn.Module) -> None:
+        super().__init__()
+        self.linear, self.activation = torch.nn.Linear(4, 4), activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.linear(x))
+
+
+def test_a_program_with_the_same_signature_as_the_pieces_own_is_refused_by_its_digest(tmp_path: Path) -> None:
+    # two pieces of one signature (4 -> 4, one Linear's weights): only the digest tells their programs apart
+    model = torch.nn.Sequential(_Rectified(torch.nn.ReLU()), _Rectified(torch.nn.Tanh())).eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), classes=_Rectified)
+    result.save(tmp_path / "two.pt2")
+    result.close()
+    manifest = json.loads(zipfile.ZipFile(tmp_path / "two.pt2").read(f"two/{MANIFEST}"))
+    assert len({o["program"] for o in manifest["operators"]}) == 2  # not one shared program
+
+    def point_both_at_the_first(m: Any) -> None:
+        m["operators"][1]["program"] = m["operators"][0]["program"]
+
+    path = _rewrite(tmp_path / "two.pt2", tmp_path / "relu_twice.pt2", {MANIFEST: _json(point_both_at_the_first)})
+    _refused(path, r"models/piece_0.json is not the program the operator \w+ \(1\) was saved with")
 
 
 def test_duplicate_members_are_refused(llama: Path, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from piece_by_piece_serialize.artifact import _archive  # noqa: E402
+from piece_by_piece_serialize.artifact import _rules  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "artifact" / "emitted_operators.txt"
 
@@ -25,7 +25,7 @@ def test_every_operator_the_tested_families_emit_is_allowed() -> None:
 
     emitted = _emitted()
     assert len(emitted) >= 90  # the corpus is not empty: 9 families, whole and behind operators
-    refused = [t for t in emitted if not _archive._allowed_target(t, None)]
+    refused = [t for t in emitted if not _rules.allowed_target(t, None)]
     assert refused == []
 
 
@@ -33,11 +33,11 @@ def test_what_reaches_outside_its_tensors_is_refused() -> None:
     refused = ["from_file.default", "_reshape_alias.default", "_reshape_alias_copy.default", "as_strided.default", "as_strided_.default",
                "as_strided_scatter.default", "set_.source_Tensor", "set_.source_Storage", "resize_.default", "resize_as_.default",
                "add.out", "copy_.default"]  # fmt: skip
-    allowed = {t: _archive._allowed_target(f"torch.ops.aten.{t}", None) for t in refused}
+    allowed = {t: _rules.allowed_target(f"torch.ops.aten.{t}", None) for t in refused}
     assert allowed == {t: t == "copy_.default" for t in refused}  # copy_ writes only its declared (a!) argument
-    assert not _archive._allowed_target("torch.ops.quantized_decomposed.quantize_per_tensor.default", None)  # another library's
-    assert not _archive._allowed_target("torch.ops.aten.add.Tensor.extra", None)
-    assert not _archive._allowed_target("builtins.exec", None)
+    assert not _rules.allowed_target("torch.ops.quantized_decomposed.quantize_per_tensor.default", None)  # another library's
+    assert not _rules.allowed_target("torch.ops.aten.add.Tensor.extra", None)
+    assert not _rules.allowed_target("builtins.exec", None)
 
 
 def test_the_rule_over_all_of_aten() -> None:
@@ -52,7 +52,7 @@ def test_the_rule_over_all_of_aten() -> None:
         op = getattr(packet, overload or "default", None) if packet is not None else None
         if op is None:
             continue
-        if _archive.allowed_operator(op):
+        if _rules.allowed_operator(op):
             admitted += 1
             schema = op._schema
             assert not schema.is_mutable or any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments), name

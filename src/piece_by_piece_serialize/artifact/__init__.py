@@ -95,6 +95,10 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
         rename = (manifest.namespace, archive.namespace())
         manifest = dataclasses.replace(manifest, namespace=rename[1])
         pieces = {name: archive.program(name) for name in sorted({o.program for o in manifest.operators if o.program})}
+        archive.check_digest(manifest.program, manifest.digest, "the model")  # read by _check_calls
+        for op in manifest.operators:
+            if op.program is not None:
+                archive.check_digest(op.program, op.digest, f"the operator {op.name} ({op.piece})")
         operators: list[LoadedOperator] = []
         try:  # all or nothing: whatever fails below, no operator stays registered
             operators = _register(manifest, pieces, source)

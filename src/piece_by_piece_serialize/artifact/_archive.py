@@ -11,7 +11,8 @@ the program it was saved with or is refused with :class:`ArtifactError` naming t
 
 * the archive: one folder, no member twice (a reader taking the first copy and one taking the last would see
   different weights), a manifest of at most ``MAX_MANIFEST_BYTES``, program documents of at most
-  ``MAX_PROGRAM_BYTES``, each size checked before the member is decompressed;
+  ``MAX_PROGRAM_BYTES``, each size checked before the member is decompressed, and none decompressing to more than
+  ``MAX_INFLATION`` times its size in the file (the cost of a read grows with the file, not with what it declares);
 * each program document is read strictly against torch's own schema (Note [program documents] in
   :mod:`._program`): unknown fields, wrong types, names that are not plain ASCII identifiers or dotted paths
   of them, custom objects, nested graphs and pytree specs of other types are refused;
@@ -28,6 +29,8 @@ the program it was saved with or is refused with :class:`ArtifactError` naming t
   sample inputs are not read at all; each weight's dtype, sizes and strides equal its placeholder's in the
   program, and each piece program takes its operator's weights as the top program passes them and returns
   the dtypes and devices its call records;
+* each program document is the one its operator was made from: the manifest holds the SHA-256 of each program's
+  document, written from the same bytes, and a document that differs is refused (Note [program digests]);
 * the operators are registered in a namespace made from a digest of the archive (every member's name, size
   and CRC), never the one the file names: a file cannot take over ``quantized_decomposed`` or any namespace
   of this process; the same archive loaded twice is refused as already registered;
@@ -36,16 +39,14 @@ the program it was saved with or is refused with :class:`ArtifactError` naming t
 
 Any other refusal by torch's deserializer is reported the same way (an ``ArtifactError`` naming the member).
 
-Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`..sym_expr`; torch and sympy on use.
+Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`._program`, :mod:`._rules`, :mod:`..sym_expr`; torch and sympy on use.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
-import operator
 import os
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -57,6 +58,7 @@ from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
 from ._program import MAX_PROGRAM_BYTES, check_program
 from ._program import dotted as _dotted
+from ._rules import allowed_target, guard_ok
 
 
 class Archive:
@@ -66,6 +68,7 @@ class Archive:
         self.path = path
         self.size = os.path.getsize(path)
         self.documents: dict[str, Any] = {}
+        self.digests: dict[str, str] = {}  # the SHA-256 of each JSON member read (Note [program digests])
         self.declared = 0  # bytes the payloads read so far declare: together at most the file's size
         try:
             self.zip = zipfile.ZipFile(path)
@@ -98,6 +101,12 @@ class Archive:
         info = self.zip.getinfo(self.prefix + member)
         if info.file_size > limit:
             raise ArtifactError(self.path, f"{member} is {info.file_size} bytes, more than {limit}")
+        if info.compress_type != zipfile.ZIP_STORED and info.file_size > max(MAX_INFLATION * info.compress_size, 1 << 20):
+            raise ArtifactError(
+                self.path,
+                f"{member} decompresses to {info.file_size} bytes from {info.compress_size}, more than {MAX_INFLATION} times: "
+                "torch writes members stored, and a document that compresses so well is padding",
+            )
         try:
             return self.zip.read(info)
         except MemoryError:
@@ -133,12 +142,27 @@ class Archive:
         return "pbp_" + digest.hexdigest()[:20]
 
     def json(self, member: str, limit: int = MAX_PROGRAM_BYTES) -> Any:
+        data = self.read(member, limit)
+        self.digests[member] = hashlib.sha256(data).hexdigest()
         try:
-            return json.loads(self.text(member, limit), parse_constant=_no_constant)
+            return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        except UnicodeDecodeError:
+            raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
         except MemoryError:
             raise ArtifactError(self.path, f"{member} does not fit in memory as JSON") from None
+
+    def check_digest(self, name: str, digest: str | None, who: str) -> None:
+        """The program document ``name`` (read already) is the one the manifest's ``digest`` was taken of
+        (Note [program digests])."""
+        member = f"models/{name}.json"
+        if digest is None or self.digests.get(member) != digest:
+            raise ArtifactError(
+                self.path,
+                f"{member} is not the program {who} was saved with: its SHA-256 is {self.digests.get(member)}, the manifest "
+                f"says {digest}",
+            )
 
     # ---- a program -------------------------------------------------------------------------------------
 
@@ -259,6 +283,11 @@ class Archive:
         return torch.frombuffer(buffer, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
 
 
+# What a member read whole (a manifest, a program document, a payload config) may decompress to, in times its size in
+# the file: so reading an archive costs memory in proportion to its size on disk, not to a size it declares. torch
+# writes every member stored (1x); JSON deflates about 5-10x; above 1 MiB, 32x is padding.
+MAX_INFLATION = 32
+
 # the fields torch's PayloadMeta has; the tensor read in chunks of this many bytes
 _PAYLOAD_KEYS = frozenset({"path_name", "is_param", "use_pickle", "tensor_meta"})
 _CHUNK = 1 << 24
@@ -334,12 +363,22 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
             stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
 
 
+# Note [program digests]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# An operator's schema (its call structures, weights and outputs in the manifest) was made from one program, and
+# the checks of shapes and dtypes cannot tell that program from another with the same signature (a piece whose
+# ReLU is another's Tanh). So the writer serializes each program document once, and the manifest holds the SHA-256
+# of those bytes, per operator and for the top program; the loader digests each document as it reads it and
+# refuses one that differs, before any operator is registered. It is a check of consistency, not a signature: whoever
+# rewrites a document can rewrite the manifest, and then the archive is refused or loads as what it now says.
+
+
 # Note [expressions as objects]
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 # torch's deserializer reads every symbolic size, float and boolean of a program with
 # GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
 # keyed by str() of what they bound and looked up, never parsed, but checked here: Note [range constraint keys];
-# guards are Python, checked by _guard_ok). sympify
+# guards are Python, checked by guard_ok in :mod:`._rules`). sympify
 # returns a sympy object it is given unchanged, without parsing anything (sympy's __sympy__ protocol), and
 # _dict_to_dataclass copies a string field's value as it is. So _check_program replaces each expr_str of the parsed
 # document by the object our reader built (sym_expr: our grammar, our conversion, bounded cost) before torch
@@ -357,7 +396,7 @@ def _check_program(data: Any, source: str, member: str, own: str | None = None) 
     for where, key, value, owner in _walk(data):
         bad = None
         if key == "target" and "inputs" in owner and "outputs" in owner:
-            bad = None if _allowed_target(value, own) else f"calls {value!r}, which is not an allowed operator (Note [operator allowlist])"
+            bad = None if allowed_target(value, own) else f"calls {value!r}, which is not an allowed operator (Note [operator allowlist])"
         elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
             bad = f"names {value!r}, which is not a dotted name"
         elif key == "expr_str":
@@ -366,7 +405,7 @@ def _check_program(data: Any, source: str, member: str, own: str | None = None) 
                 owner[key] = expressions[value]
         elif key == "guards_code":
             guards = value if isinstance(value, list) else [value]
-            bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and _guard_ok(g))), None)
+            bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and guard_ok(g))), None)
         elif key in ("as_custom_obj", "custom_obj", "as_opaque_obj"):
             bad = "holds a custom object, which loading would unpickle"
         if bad is not None:
@@ -433,162 +472,3 @@ def _range_constraints_problem(constraints: Any, expressions: Iterable[Any]) -> 
 
 # keys whose values name a weight, a buffer, a constant or a submodule: torch puts these names in generated code
 _NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"})
-
-
-def _allowed_target(target: Any, own: str | None) -> bool:
-    if not isinstance(target, str):
-        return False
-    if own is not None and target.startswith(f"torch.ops.{own}."):
-        return _allowed(target, own)  # registered by this load: looked up, never remembered
-    found = _ALLOWED.get(target)
-    if found is None:
-        found = _allowed(target, None)
-        if len(_ALLOWED) < 1 << 12:
-            _ALLOWED[target] = found
-    return found
-
-
-_ALLOWED: dict[str, bool] = {}  # the rule's answer for ATen and library targets: a program calls few, often
-
-
-def _allowed(target: str, own: str | None) -> bool:
-    import torch
-
-    head, _, rest = target.partition(".")
-    if head == "_operator":
-        fn = getattr(operator, rest, None) if rest.isidentifier() else None
-        return callable(fn) and not rest.startswith("_")
-    if head == "math":
-        fn = getattr(math, rest, None) if rest.isidentifier() else None
-        return callable(fn) and not rest.startswith("_")
-    if head != "torch":
-        return False
-    if rest.startswith("sym_") and rest.isidentifier():
-        return callable(getattr(torch, rest, None))
-    parts = rest.split(".")  # torch's dotted target: torch.ops.<namespace>.<name>.<overload>
-    if len(parts) != 4 or parts[0] != "ops" or not all(p.isidentifier() for p in parts):
-        return False
-    namespace = parts[1]
-    if namespace != own and namespace not in _OPERATOR_NAMESPACES:
-        return False  # looked up only where the rule may allow it: no torch.ops namespace is loaded by name
-    packet = getattr(getattr(torch.ops, namespace), parts[2], None)
-    op = getattr(packet, parts[3], None) if isinstance(packet, torch._ops.OpOverloadPacket) else None
-    return isinstance(op, torch._ops.OpOverload) and allowed_operator(op, own)
-
-
-# Note [operator allowlist]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~
-# A node may call an operator of the artifact's own namespace (the one the loader registered it in), or an
-# ATen operator that computes on the tensors it is given and writes, if at all, only into the arguments its
-# schema declares written (``Tensor(a!)``): every ATen schema says what it writes, so an operator whose schema
-# is mutable without such an argument is refused. Refused by name, whatever their schemas say: file I/O
-# (``from_file``), views of raw storage (``as_strided`` and its variants, ``_reshape_alias``, whose extents
-# ATen does not check against the storage), and what changes a tensor's storage or metadata in place
-# (``set_``, ``resize_``; and by tag every ``inplace_view`` and ``out=`` overload). A library's custom
-# operator is allowed only when its namespace is in _OPERATOR_NAMESPACES (transformers' ``grouped_mm_fallback``,
-# registered by the model's own code) and its schema neither writes nor aliases. Nothing else of ``torch.ops``
-# is looked up. tests/artifact/test_operator_allowlist.py checks the rule against every operator the
-# exports of the tested model families emit (tests/corpus/artifact/emitted_operators.txt).
-_REFUSED_OPERATORS = frozenset({
-    "aten::from_file", "aten::_reshape_alias", "aten::_reshape_alias_copy", "aten::as_strided", "aten::as_strided_",
-    "aten::as_strided_copy", "aten::as_strided_scatter", "aten::set_", "aten::resize_", "aten::resize_as_",
-    "aten::_resize_output_", "aten::_set_", "aten::_unsafe_set_", "aten::set_data", "aten::_nested_view_from_buffer",
-    "aten::_nested_view_from_buffer_copy", "aten::_nested_view_from_jagged", "aten::record_stream",
-})  # fmt: skip
-_OPERATOR_NAMESPACES = frozenset({"aten", "transformers"})
-
-
-def allowed_operator(op: Any, own: str | None = None) -> bool:
-    """Whether a node may call the ``torch._ops.OpOverload`` ``op`` (Note [operator allowlist])."""
-    import torch
-
-    schema = op._schema
-    if op.namespace == own:
-        return True
-    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-    if schema.is_mutable and not written:
-        return False  # mutates what its schema does not say
-    if op.namespace == "aten":
-        return not (schema.name in _REFUSED_OPERATORS or torch.Tag.inplace_view in op.tags or torch.Tag.out in op.tags)
-    return op.namespace in _OPERATOR_NAMESPACES and not written and all(r.alias_info is None for r in schema.returns)
-
-
-_GUARD_CALLS = frozenset({"size", "stride", "storage_offset", "dim", "numel"})
-# functions torch's guards call on numbers: Python's own arithmetic builtins and torch's sympy interpreter's
-_GUARD_FUNCTIONS = frozenset({"min", "max", "abs", "int", "float", "bool", "round", "IsNonOverlappingAndDenseIndicator", "cast_symbool_to_symint_guardless"})
-# what torch's Python printer of sympy writes of ``math`` (torch/utils/_sympy/printers.py): functions of one float,
-# each computed at once; not ``math.factorial``, ``comb`` or ``perm``, whose cost grows with the numbers they get
-_GUARD_MATH = frozenset({"floor", "ceil", "trunc", "sqrt", "exp", "log", "log2", "cos", "cosh", "acos", "sin", "sinh", "asin", "tan", "tanh", "atan"})
-_GUARD_MATH_CONSTANTS = frozenset({"inf", "nan"})
-# Note [guard cost]: torch compiles a program's guards into a function run at every call (``_guards_fn``) only when
-# the program has example inputs, which the loader never reads; a guard is still checked as if it ran, for a torch
-# that compiles them anyway or a user who attaches examples, so its cost must not grow with a number written in the
-# file or with the sizes it is given. Its text is at most MAX_GUARD_LENGTH characters, an integer in it has at most 20 digits
-# (a size is below 2**63), and ``**`` only raises something free of ``**`` to a written constant of at most
-# MAX_GUARD_EXPONENT (torch prints PowByNatural as ``**``; ``s ** s`` or ``9 ** 9 ** 9`` would not end).
-MAX_GUARD_LENGTH = 4096
-MAX_GUARD_EXPONENT = 64
-
-
-def _guard_call(node: ast.Call) -> bool:
-    """``x.size()`` and kin without arguments, or a number function (``min(a, b)``, ``math.floor(a)``)."""
-    if node.keywords:
-        return False
-    func = node.func
-    if isinstance(func, ast.Attribute) and func.attr in _GUARD_CALLS:
-        return not node.args
-    if isinstance(func, ast.Attribute):
-        return isinstance(func.value, ast.Name) and func.value.id == "math" and func.attr in _GUARD_MATH and len(node.args) == 1
-    return isinstance(func, ast.Name) and func.id in _GUARD_FUNCTIONS
-
-
-def _guard_power(node: ast.BinOp) -> bool:
-    """``base ** exponent`` of bounded cost (Note [guard cost]): a constant exponent, a base without ``**``."""
-    exponent = node.right
-    if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, (ast.USub, ast.UAdd)):
-        exponent = exponent.operand
-    value = exponent.value if isinstance(exponent, ast.Constant) else None
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_GUARD_EXPONENT):
-        return False
-    return not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left))
-
-
-_GUARD_NODES = (
-    ast.Expression, ast.Load, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute,
-    ast.Call, ast.Name, ast.Constant, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult,
-    ast.FloorDiv, ast.Mod, ast.Pow, ast.Div, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-)  # fmt: skip
-
-
-def _guard_node_ok(node: ast.AST) -> bool:
-    if not isinstance(node, _GUARD_NODES):
-        return False
-    if isinstance(node, ast.Name):
-        return node.id in ("L", "math", *_GUARD_FUNCTIONS)
-    if isinstance(node, ast.Attribute):
-        return node.attr in _GUARD_CALLS or (
-            isinstance(node.value, ast.Name) and node.value.id == "math" and node.attr in _GUARD_MATH | _GUARD_MATH_CONSTANTS
-        )
-    if isinstance(node, ast.Call):
-        return _guard_call(node)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        return _guard_power(node)
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if type(value) is int:
-            return abs(value) < 10**20
-        return isinstance(value, (float, bool)) or (isinstance(value, str) and value.isidentifier())
-    return True
-
-
-def _guard_ok(text: str) -> bool:
-    """A guard as torch writes it (``L['x'].size()[0] <= 64``): sizes, strides and numbers of inputs named by
-    identifiers, compared and combined with arithmetic of bounded cost (Note [guard cost]), nothing else. Guards
-    are Python, which torch compiles: they are read with Python's own parser, then every node is checked."""
-    if len(text) > MAX_GUARD_LENGTH:
-        return False
-    try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return all(_guard_node_ok(node) for node in ast.walk(tree))

@@ -15,7 +15,8 @@ field's type, range and count against the others (a call's tensors and constants
 names existing input tensors), and raises :class:`ArtifactError` with the JSON path of the first field that is
 wrong. ``read_manifest(write_manifest(m)) == m``. Nothing in it is evaluated or imported; a class is a name.
 
-Imports: :mod:`..type_info` (each type-info string is parsed when read); the standard library.
+Imports: :mod:`..type_info` (each type-info string is parsed when read), :mod:`._program` (what a name may be); the
+standard library.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from typing import Any
 from ..errors import TreeSpecNameError
 from ..type_info import MAX_CACHE_LAYERS, CacheInfo, parse_type_info
 from ._errors import ArtifactError
+from ._program import dotted
 
 FORMAT = "piece-by-piece-serialize artifact"
-VERSION = 1
+# 2: each program's digest (Note [program digests]); an archive of version 1 is refused: save it again
+VERSION = 2
 MANIFEST_FILE = "pbp_manifest.json"
 
 # The largest manifest read (bytes): far above any real model's, and a bound on what a hostile file can cost.
@@ -99,6 +102,7 @@ class OperatorRecord:
     program_key: str | None  # the call structure that program computes
     calls: tuple[CallRecord, ...]
     state: ModuleState | None
+    digest: str | None = None  # the SHA-256 of its program's document (Note [program digests])
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class Manifest:
     call: CallRecord
     operators: tuple[OperatorRecord, ...]
     torch_version: str
+    digest: str = ""  # the SHA-256 of the top program's document (Note [program digests])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -152,10 +157,10 @@ def write_manifest(m: Manifest) -> str:
     """The manifest as JSON text (Note [manifest])."""
     data = {
         "format": FORMAT, "version": VERSION, "torch_version": m.torch_version, "namespace": m.namespace,
-        "model_class": m.model_class, "program": m.program, "call": _call(m.call),
+        "model_class": m.model_class, "program": m.program, "program_digest": m.digest, "call": _call(m.call),
         "operators": [
             {"name": o.name, "piece": o.piece, "class": o.cls, "weights": list(o.weights), "program": o.program,
-             "program_key": o.program_key, "calls": [_call(c) for c in o.calls],
+             "program_digest": o.digest, "program_key": o.program_key, "calls": [_call(c) for c in o.calls],
              "state": None if o.state is None else _state(o.state)}
             for o in m.operators
         ],
@@ -435,7 +440,7 @@ def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState
             raise r.fail(f"{path}.unstorable[{i}]", "expected an [attribute, type] pair")
         unstorable.append((r.string(pair[0], f"{path}.unstorable[{i}][0]"), r.string(pair[1], f"{path}.unstorable[{i}][1]")))
     return ModuleState(
-        r.string(d["class"], f"{path}.class"), tuple(attributes), r.strings(d["parameters"], f"{path}.parameters"),
+        _class_name(r, d["class"], f"{path}.class"), tuple(attributes), r.strings(d["parameters"], f"{path}.parameters"),
         r.strings(d["buffers"], f"{path}.buffers"), r.strings(d["non_persistent"], f"{path}.non_persistent"),
         r.strings(d["empty"], f"{path}.empty"), tuple(children),
         tuple(unstorable),
@@ -443,8 +448,11 @@ def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState
 
 
 def _read_operator(r: _Reader, data: Any, path: str) -> OperatorRecord:
-    d = r.obj(data, path, ("name", "piece", "class", "weights", "program", "program_key", "calls", "state"))
+    d = r.obj(data, path, ("name", "piece", "class", "weights", "program", "program_digest", "program_key", "calls", "state"))
     program = None if d["program"] is None else _identifier(r, d["program"], f"{path}.program")
+    digest = None if d["program_digest"] is None else _digest(r, d["program_digest"], f"{path}.program_digest")
+    if (program is None) != (digest is None):
+        raise r.fail(f"{path}.program_digest", "a program needs its digest, and only a program has one")
     calls = tuple(_read_call(r, c, f"{path}.calls[{i}]") for i, c in enumerate(r.seq(d["calls"], f"{path}.calls")))
     if len({c.key for c in calls}) != len(calls):
         raise r.fail(f"{path}.calls", "two call structures with the same key")
@@ -452,10 +460,35 @@ def _read_operator(r: _Reader, data: Any, path: str) -> OperatorRecord:
     if (program is None) != (program_key is None) or (program_key is not None and program_key not in {c.key for c in calls}):
         raise r.fail(f"{path}.program_key", "a program needs the key of one of the operator's call structures, and only a program has one")
     state = None if d["state"] is None else _read_state(r, d["state"], f"{path}.state")
+    weights = tuple(_dotted_name(r, w, f"{path}.weights[{i}]") for i, w in enumerate(r.seq(d["weights"], f"{path}.weights")))
     return OperatorRecord(
-        _identifier(r, d["name"], f"{path}.name"), r.string(d["piece"], f"{path}.piece"), r.string(d["class"], f"{path}.class"),
-        r.strings(d["weights"], f"{path}.weights"), program, program_key, calls, state,
+        _identifier(r, d["name"], f"{path}.name"), _dotted_name(r, d["piece"], f"{path}.piece"),
+        _class_name(r, d["class"], f"{path}.class"), weights, program, program_key, calls, state, digest,
     )  # fmt: skip
+
+
+def _dotted_name(r: _Reader, data: Any, path: str) -> str:
+    """A module path or a weight's name: ASCII identifiers and indices joined by dots (Note [program documents])."""
+    text = r.string(data, path)
+    if not dotted(text):
+        raise r.fail(path, f"{_shown(text)} is not a dotted path of ASCII identifiers and indices")
+    return text
+
+
+def _class_name(r: _Reader, data: Any, path: str) -> str:
+    """A class's qualified name (``module.Class``, ``<locals>`` for a class made in a function): compared with the
+    names of the classes the user passes, never imported, but ASCII so that two spellings never name one class."""
+    text = r.string(data, path)
+    if not (text.isascii() and 0 < len(text) <= 512 and all(p.isidentifier() or p == "<locals>" for p in text.split("."))):  # a qualified name, not our language
+        raise r.fail(path, f"{_shown(text)} is not a qualified class name of ASCII identifiers")
+    return text
+
+
+def _digest(r: _Reader, data: Any, path: str) -> str:
+    text = r.string(data, path)
+    if len(text) != 64 or not all(c in "0123456789abcdef" for c in text):
+        raise r.fail(path, f"{_shown(text)} is not a SHA-256 digest (64 lowercase hexadecimal digits)")
+    return text
 
 
 def _identifier(r: _Reader, data: Any, path: str) -> str:
@@ -478,14 +511,16 @@ def read_manifest(data: bytes, source: str) -> Manifest:
     if not isinstance(parsed, dict) or parsed.get("format") != FORMAT:
         raise r.fail("format", f"this is not a {FORMAT} manifest")
     if parsed.get("version") != VERSION:
-        raise r.fail("version", f"format version {_shown(parsed.get('version'))}, where this library reads version {VERSION}")
-    d = r.obj(parsed, "", ("format", "version", "torch_version", "namespace", "model_class", "program", "call", "operators"))
+        older = type(parsed.get("version")) is int and 0 < parsed["version"] < VERSION
+        again = ": save the model again with this version of the library" if older else ""
+        raise r.fail("version", f"format version {_shown(parsed.get('version'))}, where this library reads version {VERSION}{again}")
+    d = r.obj(parsed, "", ("format", "version", "torch_version", "namespace", "model_class", "program", "program_digest", "call", "operators"))
     operators = tuple(_read_operator(r, o, f"operators[{i}]") for i, o in enumerate(r.seq(d["operators"], "operators")))
     if len({o.name for o in operators}) != len(operators):
         raise r.fail("operators", "two operators with the same name")
     return Manifest(
-        _identifier(r, d["namespace"], "namespace"), r.string(d["model_class"], "model_class"), _identifier(r, d["program"], "program"),
-        _read_call(r, d["call"], "call"), operators, r.string(d["torch_version"], "torch_version"),
+        _identifier(r, d["namespace"], "namespace"), _class_name(r, d["model_class"], "model_class"), _identifier(r, d["program"], "program"),
+        _read_call(r, d["call"], "call"), operators, r.string(d["torch_version"], "torch_version"), _digest(r, d["program_digest"], "program_digest"),
     )  # fmt: skip
 
 

@@ -1,10 +1,12 @@
 """Writing an artifact: the top program, each distinct piece program, every weight once, and the manifest.
 
-The archive is torch's PT2 archive (``torch.export.pt2_archive``), written by torch: ``models/model`` is the
+The archive is in torch's PT2 layout (``torch.export.pt2_archive``), written with torch's writer: ``models/model`` is the
 top program, whose operators take the pieces' weights as inputs (Note [weights as inputs] in
 :mod:`..custom_op`), so its weights are all the model's, stored once; ``models/piece_<n>`` are the pieces'
 own programs, which take their weights as inputs too and so hold none: pieces whose programs serialize to the
-same bytes (identical layers) share one. ``extra/pbp_manifest.json`` is the manifest (Note [manifest]).
+same bytes (identical layers) share one. ``extra/pbp_manifest.json`` is the manifest (Note [manifest]), which
+holds each program document's digest: a document is serialized once, and those bytes are both digested and
+written (Note [program digests] in :mod:`._archive`).
 
 Imports: :mod:`..custom_op` (the call structure and the shape rules), :mod:`._manifest`, :mod:`._state`; torch.
 """
@@ -12,6 +14,7 @@ Imports: :mod:`..custom_op` (the call structure and the shape rules), :mod:`._ma
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import warnings
 from collections.abc import Sequence
@@ -64,10 +67,11 @@ def _without_examples(program: Any) -> Any:
     return copied
 
 
-def _program_bytes(program: Any) -> bytes:
+def _document(program: Any) -> bytes:
+    """The program's document as the archive holds it (``models/<name>.json``), without weights or examples."""
     from torch._export.serde.serialize import serialize
 
-    return serialize(program).exported_program
+    return serialize(_without_examples(program), None, serialize_state_dict=False, serialize_constants=False).exported_program
 
 
 def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model_class: type, pieces: Sequence[SavedPiece],
@@ -75,8 +79,6 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
     """Write the artifact at ``path`` (see the module docstring); return its manifest. ``weights`` is the
     :class:`._checkpoint.Checkpoint` the weights without values are read from (Note [streamed weights]), found
     under their ``names`` in the model (each weight's names, tied ones several)."""
-    from torch.export.pt2_archive._package import package_pt2
-
     streamed = any(is_valueless(t) for t in [*program.state_dict.values(), *program.constants.values()])
     if streamed and weights is None:
         raise ValueError(
@@ -84,7 +86,8 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
             "checkpoint (a file, or a directory of shards with model.safetensors.index.json) to read them from"
         )
     programs: dict[str, Any] = {"model": _without_examples(program)}
-    by_digest: dict[str, str] = {}
+    documents: dict[str, bytes] = {}  # each program's document, serialized once: digested, then written as it is
+    by_digest: dict[str, str] = {}  # pieces whose programs serialize to the same bytes share one
     by_object: dict[int, str] = {}  # identical pieces share one program object (Note [shared programs]): serialized once
     operators = []
     for piece in pieces:
@@ -93,19 +96,25 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
         if piece.program is not None and piece.program_key in {c.key for c in calls}:
             name = by_object.get(id(piece.program))
             if name is None:
-                digest = hashlib.sha256(_program_bytes(piece.program)).hexdigest()
-                name = by_object[id(piece.program)] = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
-                programs.setdefault(name, _without_examples(piece.program))
+                document = _document(piece.program)
+                name = by_object[id(piece.program)] = by_digest.setdefault(hashlib.sha256(document).hexdigest(), f"piece_{len(by_digest)}")
+                if name not in programs:
+                    documents[name], programs[name] = document, _without_examples(piece.program)
         state = None if name is not None else capture(piece.module)
         key = piece.program_key if name is not None else None
         operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))
+    written = {k: on_cpu(v) for k, v in programs.items()} if streamed else programs
+    if streamed:  # the documents written are those of the programs moved to the CPU
+        documents = {k: _document(v) for k, v in written.items()}
+    else:
+        documents["model"] = _document(programs["model"])
+    digests = {k: hashlib.sha256(v).hexdigest() for k, v in documents.items()}
+    operators = [dataclasses.replace(o, digest=None if o.program is None else digests[o.program]) for o in operators]
     top = record_of(call, "the model")
-    manifest = Manifest(namespace, qualified(model_class), "model", top, tuple(operators), torch.__version__)
+    manifest = Manifest(namespace, qualified(model_class), "model", top, tuple(operators), torch.__version__, digests["model"])
     if streamed:
         manifest = _on_cpu_manifest(manifest)
-        _package_streamed(path, {k: on_cpu(v) for k, v in programs.items()}, programs, write_manifest(manifest), weights, names or {})
-    else:
-        package_pt2(path, exported_programs=programs, extra_files={MANIFEST_FILE: write_manifest(manifest)})
+    _package(path, written, programs, documents, write_manifest(manifest), weights, names or {})
     return manifest
 
 
@@ -142,7 +151,6 @@ def on_cpu(program: Any) -> Any:
 
 def _on_cpu_manifest(manifest: Manifest) -> Manifest:
     """The manifest with every output recorded on the meta device recorded on the CPU, where the archive runs."""
-    import dataclasses
 
     def moved(c: CallRecord) -> CallRecord:
         return dataclasses.replace(c, out_devices=tuple("cpu" if d == "meta" else d for d in c.out_devices))
@@ -151,12 +159,13 @@ def _on_cpu_manifest(manifest: Manifest) -> Manifest:
     return dataclasses.replace(manifest, call=moved(manifest.call), operators=operators)
 
 
-def _package_streamed(path: str, programs: dict[str, Any], traced: dict[str, Any], manifest: str, weights: Any,
-                      names: dict[str, list[str]]) -> None:  # fmt: skip
-    """``package_pt2`` with each weight written by itself: those without values read from ``weights`` one at a
-    time and dropped once written (Note [streamed weights]); the layout is torch's, which the loader reads."""
+def _package(path: str, programs: dict[str, Any], traced: dict[str, Any], documents: dict[str, bytes], manifest: str,
+             weights: Any, names: dict[str, list[str]]) -> None:  # fmt: skip
+    """Write the archive in torch's PT2 layout, which the loader reads: each program's ``documents`` entry as it
+    is (its digest is in the manifest), each weight by itself, those without values read from ``weights`` one at
+    a time and dropped once written (Note [streamed weights])."""
     from torch._export.serde import schema
-    from torch._export.serde.serialize import serialize, serialize_tensor_meta
+    from torch._export.serde.serialize import serialize_tensor_meta
     from torch.export.pt2_archive._package import PT2ArchiveWriter, _package_payload_config
     from torch.export.pt2_archive.constants import (
         CONSTANTS_CONFIG_FILENAME_FORMAT,
@@ -201,7 +210,6 @@ def _package_streamed(path: str, programs: dict[str, Any], traced: dict[str, Any
             _package_payload_config(writer, schema.PayloadConfig(config=state), WEIGHTS_CONFIG_FILENAME_FORMAT.format(model_name))
             constants = write(writer, CONSTANTS_DIR, TENSOR_CONSTANT_FILENAME_PREFIX, program.constants, traced[model_name].constants)
             _package_payload_config(writer, schema.PayloadConfig(config=constants), CONSTANTS_CONFIG_FILENAME_FORMAT.format(model_name))
-            artifact = serialize(program, None, serialize_state_dict=False, serialize_constants=False)
-            writer.write_bytes(MODELS_FILENAME_FORMAT.format(model_name), artifact.exported_program)
-            writer.write_bytes(SAMPLE_INPUTS_FILENAME_FORMAT.format(model_name), artifact.example_inputs)
+            writer.write_bytes(MODELS_FILENAME_FORMAT.format(model_name), documents[model_name])
+            writer.write_bytes(SAMPLE_INPUTS_FILENAME_FORMAT.format(model_name), b"")  # the loader reads no examples
         writer.write_string(f"{EXTRA_DIR}{MANIFEST_FILE}", manifest)
