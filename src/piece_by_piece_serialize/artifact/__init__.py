@@ -128,7 +128,10 @@ def _register(manifest: Manifest, pieces: dict[str, Any], source: str) -> list[L
     operators: list[LoadedOperator] = []
     try:
         for op in manifest.operators:
-            operators.append(LoadedOperator(manifest.namespace, op, pieces.get(op.program) if op.program else None, None))
+            try:
+                operators.append(LoadedOperator(manifest.namespace, op, pieces.get(op.program) if op.program else None, None))
+            except (Exception, RecursionError) as exc:  # FX compiling the piece's program: reported as ours
+                raise ArtifactError(source, f"the program {op.program} of {op.piece} cannot be made runnable: {type(exc).__name__}: {exc}") from None
     except BaseException:
         _close_all(operators)
         raise
