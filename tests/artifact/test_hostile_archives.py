@@ -154,7 +154,7 @@ def test_a_range_constraint_is_a_plain_expression(llama: Path, tmp_path: Path) -
         program["range_constraints"][code] = {"min_val": 0, "max_val": 1}
 
     path = _rewrite(llama, tmp_path / "constraint.pt2", {PIECE: _json(constraint)})
-    _refused(path, r"models/piece_0.json at .range_constraints names .*, which is neither a symbol's name of at most 8 characters nor an expression of the program")
+    _refused(path, r"models/piece_0.json at .range_constraints: names .*, which is neither a symbol's name of at most 8 characters nor an expression of the program")
     assert not marker.exists()
 
 

@@ -39,7 +39,7 @@ the program it was saved with or is refused with :class:`ArtifactError` naming t
 
 Any other refusal by torch's deserializer is reported the same way (an ``ArtifactError`` naming the member).
 
-Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`._program`, :mod:`._rules`, :mod:`..sym_expr`; torch and sympy on use.
+Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`._program`, :mod:`._rules`; torch on use.
 """
 
 from __future__ import annotations
@@ -49,16 +49,13 @@ import json
 import math
 import os
 import zipfile
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import SymExprError
-from ..sym_expr import is_symbol_name, read_sym_expr
 from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
 from ._program import MAX_PROGRAM_BYTES, check_program
 from ._program import dotted as _dotted
-from ._rules import allowed_target, guard_ok
+from ._rules import allowed_target
 
 
 class Archive:
@@ -350,19 +347,6 @@ def _ints(values: Any) -> list[int] | None:
 # what a program may hold (Note [safe loading])
 
 
-def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
-    """Every (path, key, value, owner) of a parsed JSON document."""
-    stack = [(data, path)]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, dict):
-            for key, value in item.items():
-                yield where, key, value, item
-                stack.append((value, f"{where}.{key}"))
-        elif isinstance(item, list):
-            stack.extend((value, f"{where}[{i}]") for i, value in enumerate(item))
-
-
 # Note [program digests]
 # ~~~~~~~~~~~~~~~~~~~~~~~
 # An operator's schema (its call structures, weights and outputs in the manifest) was made from one program, and
@@ -373,102 +357,12 @@ def _walk(data: Any, path: str = "") -> Iterator[tuple[str, str, Any, Any]]:
 # rewrites a document can rewrite the manifest, and then the archive is refused or loads as what it now says.
 
 
-# Note [expressions as objects]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# torch's deserializer reads every symbolic size, float and boolean of a program with
-# GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
-# keyed by str() of what they bound and looked up, never parsed, but checked here: Note [range constraint keys];
-# guards are Python, checked by guard_ok in :mod:`._rules`). sympify
-# returns a sympy object it is given unchanged, without parsing anything (sympy's __sympy__ protocol), and
-# _dict_to_dataclass copies a string field's value as it is. So _check_program replaces each expr_str of the parsed
-# document by the object our reader built (sym_expr: our grammar, our conversion, bounded cost) before torch
-# sees the document: torch then parses no expression text at all, and builds from the same objects sympify would
-# have made (tests/sym_expr checks they are equal on every expression of the tiny models' exports). An equal
-# text, which recurs across a program's nodes, is read once.
-
-
 def _check_program(data: Any, source: str, member: str, own: str | None = None) -> None:
-    """Check ``data``, a program's parsed JSON document, and replace each expression text in it by its sympy
-    object (Note [expressions as objects])."""
-    if not isinstance(data, dict) or not isinstance(data.get("graph_module"), dict):
-        raise ArtifactError(source, f"{member} is not an exported program")
-    expressions: dict[str, Any] = {}
-    for where, key, value, owner in _walk(data):
-        bad = None
-        if key == "target" and "inputs" in owner and "outputs" in owner:
-            bad = None if allowed_target(value, own) else f"calls {value!r}, which is not an allowed operator (Note [operator allowlist])"
-        elif key in _NAME_KEYS and value is not None and value != "" and not _dotted(value):
-            bad = f"names {value!r}, which is not a dotted name"
-        elif key == "expr_str":
-            bad = _read_expression(value, expressions)
-            if bad is None:
-                owner[key] = expressions[value]
-        elif key == "guards_code":
-            guards = value if isinstance(value, list) else [value]
-            bad = next((f"has the guard {g!r}, which is not a comparison of sizes" for g in guards if not (isinstance(g, str) and guard_ok(g))), None)
-        elif key in ("as_custom_obj", "custom_obj", "as_opaque_obj"):
-            bad = "holds a custom object, which loading would unpickle"
-        if bad is not None:
-            raise ArtifactError(source, f"{member} at {where or '.'}.{key} {bad}")
-    # after the walk: a range may be keyed by any expression read above
-    bad = _range_constraints_problem(data.get("range_constraints", {}), expressions.values())
-    if bad is not None:
-        raise ArtifactError(source, f"{member} at .range_constraints {bad}")
-
-
-def _read_expression(text: Any, read: dict[str, Any]) -> str | None:
-    """Read ``text`` into ``read[text]`` (once per text); what is wrong with it, or None."""
-    if not isinstance(text, str):
-        return f"has the expression {text!r}, which is not a string"
-    if text not in read:
-        try:
-            read[text] = read_sym_expr(text)
-        except SymExprError as err:
-            return f"has an expression that is refused: {err}"
-    return None
-
-
-# Note [range constraint keys]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# torch keys a program's ranges by str() of what they bound: a symbol (s77, u0) or an expression of a derived
-# dimension ("s13 + 4"), and its deserializer only looks them up by the str() of each subexpression it reads, never
-# parses them, but for one thing: a key that starts with an unbacked prefix (u, zuf) has its rest read by int() and
-# the deserializer's counter bumped that many times, one step at a time ("u1000000000" took minutes; int() also
-# reads "u 12" and "u1_0"). So a key is either a symbol's name of the language of at most MAX_RANGE_NAME_LENGTH
-# characters (torch's counters name symbols far below that), or the str() of a subexpression of the program's own
-# expressions (which holds an operator, so no int() reads it); each bound is a 64-bit integer or null, which the
-# strict reader of the document checked first (Note [program documents]).
-MAX_RANGE_NAME_LENGTH = 8
-
-
-def _subexpression_names(roots: Iterable[Any]) -> set[str]:
-    """str() of every subexpression of ``roots`` that torch looks a range up by (not numbers, not booleans)."""
-    seen: set[Any] = set()
-    stack = list(roots)
-    while stack:
-        item = stack.pop()
-        if item in seen or item.is_Integer or item.is_Float or item.is_Boolean:
-            continue
-        seen.add(item)
-        stack.extend(item.args)
-    return {str(item) for item in seen}
-
-
-def _range_constraints_problem(constraints: Any, expressions: Iterable[Any]) -> str | None:
-    """What is wrong with a program's range constraints (Note [range constraint keys]), or None."""
-    if not isinstance(constraints, dict):
-        return "is not a table of symbols"
-    others = [name for name in constraints if not (is_symbol_name(name) and len(name) <= MAX_RANGE_NAME_LENGTH)]
-    known = _subexpression_names(expressions) if others else set()
-    for name in others:
-        if name not in known:
-            return (
-                f"names {name!r}, which is neither a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters nor "
-                "an expression of the program"
+    """Every node of ``data`` (a program document the strict reader read: names, expressions, guards and ranges
+    checked in that one walk, Note [program documents]) calls an allowed operator (Note [operator allowlist]);
+    ``own`` is the namespace this load registered."""
+    for i, node in enumerate(data["graph_module"]["graph"]["nodes"]):
+        if not allowed_target(node["target"], own):
+            raise ArtifactError(
+                source, f"{member} at .graph_module.graph.nodes[{i}].target calls {node['target']!r}, which is not an allowed operator (Note [operator allowlist])"
             )
-    # the bounds themselves were read by the strict reader: a min_val and a max_val, each a 64-bit integer or null
-    return None
-
-
-# keys whose values name a weight, a buffer, a constant or a submodule: torch puts these names in generated code
-_NAME_KEYS = frozenset({"target", "parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn"})

@@ -23,11 +23,13 @@ own dataclasses (read from the installed torch, so the reference cannot drift) a
 
 What torch's deserializer would resolve by name from metadata (``torch_fn``, ``source_fn_stack``: debugging
 aids) is dropped before it sees the document; a stack trace is kept (FX writes it as a comment, split on
-newlines: it must hold no other line break). The operator a node calls and the symbolic expressions are
-checked by the archive reader (Note [safe loading] in :mod:`._archive`), the keys of ``range_constraints``
-(expressions such as ``s13 + 4``) among them.
+newlines: it must hold no other line break). In the same walk, each symbolic expression is read by our own
+grammar and replaced by the object it builds (Note [expressions as objects]), each guard is checked against the
+rule of Note [guard cost], and the keys of ``range_constraints`` (expressions such as ``s13 + 4``) against the
+expressions read (Note [range constraint keys]); the operator each node calls is checked by the archive reader
+once the load has registered its own (Note [operator allowlist]).
 
-Imports: :mod:`._errors`; torch on use (its serde schema).
+Imports: :mod:`._errors`, :mod:`._rules`, :mod:`..sym_expr`; torch on use (its serde schema).
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ import types
 import typing
 from typing import Any
 
+from ..errors import SymExprError
+from ..sym_expr import is_symbol_name, read_sym_expr
 from ._errors import ArtifactError
+from ._rules import guard_ok
 
 # The largest program document read (bytes): json holds about six times its text in memory.
 MAX_PROGRAM_BYTES = 64 << 20
@@ -270,9 +275,85 @@ def _node(data: dict[str, Any]) -> None:
             raise _Bad("holds a character other than printable ASCII", f".metadata.{key}")
 
 
+# Note [expressions as objects]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's deserializer reads every symbolic size, float and boolean of a program with
+# GraphModuleDeserializer._parse_sym_expr, the only place it gives file text to sympy.sympify (range constraints are
+# keyed by str() of what they bound and looked up, never parsed, but checked here: Note [range constraint keys];
+# guards are Python, checked by guard_ok in :mod:`._rules`). sympify returns a sympy object it is given unchanged,
+# without parsing anything (sympy's __sympy__ protocol), and _dict_to_dataclass copies a string field's value as it
+# is. So the strict reader, on each SymExpr it checks, replaces its expr_str by the object our reader built
+# (sym_expr: our grammar, our conversion, bounded cost) before torch sees the document: torch then parses no
+# expression text at all, and builds from the same objects sympify would have made (tests/sym_expr checks they
+# are equal on every expression of the tiny models' exports). An equal text, which recurs across a program's
+# nodes, is read once: the texts read so far in the document being checked are in _READ.
+_READ: list[dict[str, Any]] = []  # one table per check_program under way (the innermost last)
+
+
+def _sym_expr(data: dict[str, Any]) -> None:
+    text, read = data["expr_str"], _READ[-1]
+    if text not in read:
+        try:
+            read[text] = read_sym_expr(text)
+        except SymExprError as err:
+            raise _Bad(f"has an expression that is refused: {err}", ".expr_str") from None
+    data["expr_str"] = read[text]
+
+
+def _exported_program(data: dict[str, Any]) -> None:
+    """What the document holds beside its graph: guards of bounded cost, ranges keyed as torch keys them."""
+    bad = next((g for g in data.get("guards_code", ()) if not guard_ok(g)), None)
+    if bad is not None:
+        raise _Bad(f"has the guard {bad[:80]!r}, which is not a comparison of sizes", ".guards_code")
+    # after the fields: a range may be keyed by any expression the walk read
+    problem = _range_constraints_problem(data.get("range_constraints", {}), _READ[-1].values())
+    if problem is not None:
+        raise _Bad(problem, ".range_constraints")
+
+
+# Note [range constraint keys]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch keys a program's ranges by str() of what they bound: a symbol (s77, u0) or an expression of a derived
+# dimension ("s13 + 4"), and its deserializer only looks them up by the str() of each subexpression it reads, never
+# parses them, but for one thing: a key that starts with an unbacked prefix (u, zuf) has its rest read by int() and
+# the deserializer's counter bumped that many times, one step at a time ("u1000000000" took minutes; int() also
+# reads "u 12" and "u1_0"). So a key is either a symbol's name of the language of at most MAX_RANGE_NAME_LENGTH
+# characters (torch's counters name symbols far below that), or the str() of a subexpression of the program's own
+# expressions (which holds an operator, so no int() reads it); each bound is a 64-bit integer or null, which the
+# schema's types require.
+MAX_RANGE_NAME_LENGTH = 8
+
+
+def _subexpression_names(roots: typing.Iterable[Any]) -> set[str]:
+    """str() of every subexpression of ``roots`` that torch looks a range up by (not numbers, not booleans)."""
+    seen: set[Any] = set()
+    stack = list(roots)
+    while stack:
+        item = stack.pop()
+        if item in seen or item.is_Integer or item.is_Float or item.is_Boolean:
+            continue
+        seen.add(item)
+        stack.extend(item.args)
+    return {str(item) for item in seen}
+
+
+def _range_constraints_problem(constraints: dict[str, Any], expressions: typing.Iterable[Any]) -> str | None:
+    """What is wrong with a program's range constraints (Note [range constraint keys]), or None."""
+    others = [name for name in constraints if not (is_symbol_name(name) and len(name) <= MAX_RANGE_NAME_LENGTH)]
+    known = _subexpression_names(expressions) if others else set()
+    for name in others:
+        if name not in known:
+            return (
+                f"names {name[:60]!r}, which is neither a symbol's name of at most {MAX_RANGE_NAME_LENGTH} characters "
+                "nor an expression of the program"
+            )
+    return None
+
+
 _EXTRA: dict[str, typing.Callable[[dict[str, Any]], None]] = {
     "Graph": _graph, "TensorMeta": _tensor_meta, "ModuleCallEntry": _module_call_entry,
-    "ModuleCallSignature": _module_call_signature, "Node": _node,
+    "ModuleCallSignature": _module_call_signature, "Node": _node, "SymExpr": _sym_expr,
+    "ExportedProgram": _exported_program,
 }  # fmt: skip
 
 
@@ -314,12 +395,15 @@ def check_program(data: Any, source: str, member: str) -> Any:
     it with the metadata torch would resolve by name removed. Raises :class:`ArtifactError` naming ``member``."""
     from torch._export.serde import schema
 
+    _READ.append({})
     try:
         _checker(schema.ExportedProgram)(data, 0)
     except _Bad as bad:
         raise ArtifactError(source, f"{member} at {''.join(reversed(bad.path)) or '.'}: {bad.message}") from None
     except RecursionError:
         raise ArtifactError(source, f"{member}: nested too deep") from None
+    finally:
+        _READ.pop()
     for node in _all_nodes(data["graph_module"]["graph"]):
         for key in _METADATA_DROPPED & node["metadata"].keys():
             del node["metadata"][key]
