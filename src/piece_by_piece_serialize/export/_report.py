@@ -51,9 +51,11 @@ class Piece:
 
     ``path`` is the dotted path relative to the model; ``module_class`` its class; ``status`` a
     :class:`PieceStatus`; ``operator`` the qualified name of its operator when it is behind one; ``program`` its
-    own exported program when it has one (with ``classes=``, each piece is also exported alone); ``failure``
-    why it was cut (the export attempt that failed in it), or why its own export failed; ``seconds`` the time
-    spent on it (its own export, or its share of the failed attempt); ``max_abs_diff`` the largest absolute
+    own exported program when it has one (each piece is also exported alone, from its recorded calls, or takes
+    the program of an identical piece); ``failure`` why it was cut (the export attempt that failed in it);
+    ``own_export_failure`` why it has no program of its own (its export alone failed, or its program refuses
+    another of its recorded calls); ``seconds`` the time spent on it (its share of the failed attempt that cut
+    it, plus its own export); ``max_abs_diff`` the largest absolute
     difference between its output through the operator (or its own program) and eager on its recorded inputs,
     over ``checked_calls`` calls.
     """
@@ -203,8 +205,10 @@ class ExportReport:
         reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}" + (
             f" (at {_short(piece.failure.where)})" if piece.failure.where else ""
         ) + (f"; torch suggests: {piece.failure.fix}" if piece.failure.fix else "")
-        if piece.own_export_failure is not None:
-            own = piece.own_export_failure
+        own = piece.own_export_failure
+        if own is not None and _same(own, piece.failure):  # exported alone, it fails as it did in the model
+            reason = (reason + "; " if reason else "") + "no own program: the same failure alone"
+        elif own is not None:
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
         elif piece.program is not None:
             reason = (reason + "; " if reason else "") + "own program"
@@ -365,7 +369,7 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
             runs.setdefault(programs[id(program)], []).append(path)
     if piece.own_export_failure is not None:
         own = piece.own_export_failure
-        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); a saved artifact needs its class")
+        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); loading a saved artifact needs its class, or an instance, in `implementations=`")
     elif len(group) == 1 and runs:
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
@@ -375,6 +379,14 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
     if piece.onnx_max_abs_diff is not None:
         lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
     return lines
+
+
+def _same(own: Failure, cut: Failure | None) -> bool:
+    """Whether a piece's own export failed as the attempt that cut it did: the same kind, at the same line of the
+    model's code (or with the same message, where torch names no line)."""
+    if cut is None or own.kind != cut.kind:
+        return False
+    return own.where == cut.where if own.where else own.message == cut.message
 
 
 def _diff_cell(piece: Piece, not_compared: str | None, prefix: str) -> str:
