@@ -62,7 +62,7 @@ def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear
 
 def _the_artifact_needs_the_linear_attention_modules(result: Any, model: Any, tmp_path: Path) -> None:
     """The three pieces have no program of their own (automatic mode exports each piece alone, but not one cut for
-    a guard of its own code: alone, from its calls at lengths 6 and 8, its program refuses 65), and the report
+    a guard of its own code: alone, from its calls at lengths 6 and 8, its program differs at 65), and the report
     says why: the archive stores their weights and class, and loading takes the modules of a model built as this
     one (here, this very model's), equal again."""
     from piece_by_piece_serialize import ArtifactError, load_piece_by_piece

@@ -5,7 +5,8 @@ Each piece behind an operator, with ``classes=`` or cut by the automatic search,
 (:meth:`._job.Job.own_programs`): its weights are the program's first inputs (Note [weights as inputs] in
 :mod:`..custom_op`), its dynamic dimensions those that differ between its recorded calls. A program is kept
 only if it equals eager on every recorded call of its structure; the job also checks it at the points of the
-declared ranges (:meth:`._job.Job.check_own_at`). Nothing here changes a recorded call (Note [shared copies]).
+declared ranges (:meth:`._job.Job._check_own_at`), as a loaded archive runs it. Nothing here changes a
+recorded call (Note [shared copies]).
 
 Imports: :mod:`..custom_op`, :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
