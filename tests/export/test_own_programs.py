@@ -113,3 +113,44 @@ def test_a_piece_cut_for_a_guard_of_its_own_code_is_not_exported_alone() -> None
         for n in (3, 20):
             x = torch.randn(2, n)
             torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+class Inner(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x)
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.norm = Inner(), torch.nn.LayerNorm(4)
+
+    def forward(self, x: Any) -> Any:
+        return self.norm(self.inner(x))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x: Any) -> Any:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_the_markdown_page_has_a_section_for_the_pieces_of_folded_modules_and_says_which_program_each_runs() -> None:
+    # the tree folds blocks.0-2 into one line; the page's section named blocks.0.inner alone, "exported alone",
+    # and said nothing of blocks.1.inner and blocks.2.inner, which run its program
+    torch.manual_seed(0)
+    result = export_piece_by_piece(Stack().eval(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},), classes="Inner")
+    assert result.report.behind_operators == ["blocks.0.inner", "blocks.1.inner", "blocks.2.inner"]
+    page = result.report.to_markdown()
+    assert "## `blocks.0-2.inner (x3)`" in page and "## `blocks.0.inner`" not in page
+    assert "- operators: `" in page and "and 2 more, one per module" in page
+    assert "- own programs: the one exported from `blocks.0.inner` runs blocks.0-2.inner (x3)" in page

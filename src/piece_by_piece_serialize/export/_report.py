@@ -324,23 +324,27 @@ def _table_rows(report: ExportReport, parent: str, depth: int) -> Iterator[tuple
 
 
 def _cut_groups(report: ExportReport) -> list[list[str]]:
-    """The pieces behind operators, consecutive identical siblings together, in the tree's order."""
+    """The pieces behind operators, consecutive identical siblings together, in the tree's order; under identical
+    siblings folded into one line, the same piece of each of them together too (``model.layers.0-2.linear_attn``:
+    the tree shows them as one line, and each is in its section, not the first alone)."""
     groups: list[list[str]] = []
 
-    def walk(parent: str) -> None:
-        for group in _fold(report, report.children.get(parent, [])):
+    def walk(parents: list[str]) -> None:  # parents: the same module in each folded sibling (identical trees)
+        for group in _fold(report, report.children.get(parents[0], [])):
+            names = [_relative(parents[0], p) for p in group]
+            paths = [f"{parent}.{name}" if parent else name for parent in parents for name in names]
             if report.pieces[group[0]].status is PieceStatus.BEHIND_OPERATOR:
-                groups.append(group)
-            walk(group[0])
+                groups.append(paths)
+            walk(paths)
 
-    walk("")
+    walk([""])
     return groups
 
 
 def _piece_section(report: ExportReport, group: list[str], programs: dict[int, str]) -> list[str]:
     piece, first = _merge([report.pieces[p] for p in group]), report.pieces[group[0]]
     cls = piece.module_class
-    lines = [f"## `{_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
+    lines = [f"## `{_paths_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
     if len(group) == 1:
         lines.append(f"- operator: `{first.operator}`")
     else:
@@ -374,7 +378,7 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
     elif runs:
-        said = "; ".join(f"the one exported from `{owner}` runs {_label(paths)}" for owner, paths in runs.items())
+        said = "; ".join(f"the one exported from `{owner}` runs {_paths_label(paths)}" for owner, paths in runs.items())
         lines.append(f"- own programs: {said}")
     if piece.onnx_max_abs_diff is not None:
         lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
@@ -439,6 +443,24 @@ def _label(names: Sequence[str]) -> str:
     if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
         return f"{prefix}{numbers[0]}-{numbers[-1]} (x{len(names)})"
     return f"{prefix}{{{','.join(map(str, numbers))}}} (x{len(names)})"
+
+
+def _paths_label(paths: Sequence[str]) -> str:
+    """Dotted paths that differ in one numeric part as one (``model.layers.0-2.linear_attn (x3)``), as
+    :func:`_label` writes siblings; listed otherwise."""
+    if len(paths) == 1:
+        return paths[0]
+    parts = [p.split(".") for p in paths]  # dotted module paths, as torch writes them
+    if len({len(x) for x in parts}) != 1:
+        return ", ".join(paths)
+    differing = [i for i in range(len(parts[0])) if len({x[i] for x in parts}) > 1]
+    if len(differing) != 1 or not all(x[differing[0]].isdigit() for x in parts):
+        return ", ".join(paths)
+    (i,) = differing
+    numbers = [int(x[i]) for x in parts]
+    consecutive = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    span = f"{numbers[0]}-{numbers[-1]}" if consecutive else "{" + ",".join(map(str, numbers)) + "}"
+    return ".".join([*parts[0][:i], span, *parts[0][i + 1 :]]) + f" (x{len(paths)})"
 
 
 def _merge(pieces: Sequence[Piece]) -> Piece:
