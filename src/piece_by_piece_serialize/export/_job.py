@@ -13,7 +13,8 @@ them, and the next attempt says whether that was enough. An attempt whose failur
 module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
-package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program); torch.
+package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program);
+torch.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class Job:
         self.recordings: list[Recording] = []
         self.suggested: list[str] = []  # torch's suggested fixes for the dynamic shapes, from the failed attempts
         self.runnable: Any = None  # the program's runnable module, once checked
-        self.own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}  # own_programs'
+        # each piece's own program (own_programs), less those a point of the declared ranges drops (_check_own_at)
+        self.own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
         self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
         self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
 
