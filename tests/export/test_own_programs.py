@@ -154,3 +154,22 @@ def test_the_markdown_page_has_a_section_for_the_pieces_of_folded_modules_and_sa
     assert "## `blocks.0-2.inner (x3)`" in page and "## `blocks.0.inner`" not in page
     assert "- operators: `" in page and "and 2 more, one per module" in page
     assert "- own programs: the one exported from `blocks.0.inner` runs blocks.0-2.inner (x3)" in page
+
+
+def test_a_piece_with_no_recorded_call_says_so_instead_of_crashing_the_export() -> None:
+    # MiniMax's lightning attention is cut with its norm inside it, and the calls of neither are recorded (a piece
+    # in a piece); exporting it alone raised IndexError out of export_piece_by_piece
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+
+    model = tiny.minimax()
+    dims = {0: Dim("batch", min=1, max=8), 1: Dim("seq", min=2, max=32)}
+    result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims})
+    assert result.report.behind_operators == ["model.layers.0.self_attn", "model.layers.2.self_attn"]
+    for path in result.report.behind_operators:
+        own = result.pieces[path].own_export_failure
+        assert result.pieces[path].program is None and own is not None
+        assert own.message == "not exported alone: no call of it was recorded"
+    x = tiny.ids(11, 3, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)

@@ -312,6 +312,9 @@ class Job:
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
+            if not calls:  # MiniMax's lightning attention, cut with its norm: recorded neither (a piece in a piece)
+                out[path] = (None, Failure(OTHER, "not exported alone: no call of it was recorded"), 0.0, None, None)
+                continue
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
             described, specs = described_calls(calls, wrapper._pbp_op)
             start = time.perf_counter()
