@@ -49,6 +49,15 @@ def llama_sized(hidden: int, layers: int, vocab: int = VOCAB) -> Any:
     return _causal(config("llama", num_hidden_layers=layers, hidden_size=hidden, intermediate_size=2 * hidden, vocab_size=vocab, head_dim=hidden // 4))
 
 
+def jamba() -> Any:
+    """Jamba: a Mamba mixer in layer 0 (its module holds the config), attention in layer 1; the reference PyTorch
+    Mamba path (``use_mamba_kernels=False``: no CUDA kernels)."""
+    return _causal(config(
+        "jamba", num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2,
+        attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4, use_mamba_kernels=False,
+    ))  # fmt: skip
+
+
 def mistral(sliding_window: int = 5) -> Any:
     return _causal(config("mistral", sliding_window=sliding_window))
 

@@ -4,8 +4,11 @@ sides of the data-dependent branch, in a fresh process."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,60 @@ def test_a_piece_holding_what_the_archive_cannot_carry_needs_an_instance(tmp_pat
     x = torch.randn(4, 4)
     assert torch.equal(loaded(x), model(x))
     loaded.close()
+
+
+_JAMBA = r"""
+import sys
+import torch
+from transformers.activations import SiLUActivation
+from transformers.models.jamba.modeling_jamba import JambaMambaMixer, JambaRMSNorm
+from piece_by_piece_serialize import load_piece_by_piece
+loaded = load_piece_by_piece(sys.argv[1], implementations=[JambaMambaMixer, JambaRMSNorm, SiLUActivation])
+with torch.no_grad():
+    torch.save(loaded(torch.load(sys.argv[2]), use_cache=False).logits, sys.argv[3])
+"""
+
+
+def test_a_piece_holding_a_transformers_config_is_rebuilt_from_its_class_in_a_fresh_process(tmp_path: Path) -> None:
+    # before: "the piece model.layers.0.mamba holds attributes the archive cannot carry: config (...JambaConfig)"
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+
+    model = tiny.jamba()
+    dims = {0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=32)}
+    result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims})
+    assert result.report.behind_operators == ["model.layers.0.mamba"] and result.pieces["model.layers.0.mamba"].program is None
+    result.save(tmp_path / "jamba.pt2")
+    result.close()
+    with zipfile.ZipFile(tmp_path / "jamba.pt2") as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith("pbp_manifest.json")]
+        (state,) = [op["state"] for op in json.loads(archive.read(name))["operators"]]
+    assert [c[:2] for c in state["configs"]] == [["config", "jamba"]] and state["unstorable"] == []
+    x = tiny.ids(11, 3, seed=3)
+    torch.save(x, tmp_path / "x.pt")
+    out = subprocess.run([sys.executable, "-c", _JAMBA, str(tmp_path / "jamba.pt2"), str(tmp_path / "x.pt"), str(tmp_path / "got.pt")],
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.load(tmp_path / "got.pt"), model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+
+
+def test_a_config_is_rebuilt_by_the_class_transformers_registers_for_its_type_and_no_other() -> None:
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+    from piece_by_piece_serialize.artifact._state import capture, rebuild
+
+    mixer = tiny.jamba().model.layers[0].mamba
+    state = capture(mixer)
+    weights = {**dict(mixer.named_parameters()), **dict(mixer.named_buffers())}
+    classes = {f"{type(m).__module__}.{type(m).__qualname__}": type(m) for m in mixer.modules()}
+    rebuilt = rebuild(state, weights, classes, "jamba.pt2", "model.layers.0.mamba")
+    assert type(rebuilt.config) is type(mixer.config) and rebuilt.config is not mixer.config
+    assert rebuilt.config.to_dict() == mixer.config.to_dict() and rebuilt.config._attn_implementation == "eager"
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        assert torch.equal(rebuilt(x), mixer(x))
+    (name, _, data), = state.configs
+    other = dataclasses.replace(state, configs=((name, "no_such_model", data),))
+    with pytest.raises(ArtifactError, match=r"holds a config of model_type 'no_such_model', which transformers does not register"):
+        rebuild(other, weights, classes, "jamba.pt2", "model.layers.0.mamba")

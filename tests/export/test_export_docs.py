@@ -3,8 +3,9 @@
 Its first block, the one call on a tiny Qwen3-Next, runs here in-process: it asserts the program equals eager at
 lengths 3, 11 and 70 itself, and the report it prints must be the one the page shows, times aside. The result is
 then checked in detail: exactly the three linear-attention blocks are behind operators, why, and everything
-else is in the graph. The other blocks run each in a fresh interpreter, in order, in one folder: the artifact
-one saves, the next loads in another process, and prints what the page shows.
+else is in the graph; none has a program of its own, and the archive needs their class. The other blocks run
+each in a fresh interpreter, in order, in one folder: the artifact one saves, the next loads in another process,
+and prints what the page shows.
 """
 
 from __future__ import annotations
@@ -60,11 +61,18 @@ def test_the_qwen3_next_example_prints_the_report_shown_and_cuts_only_the_linear
 
 
 def _the_artifact_needs_the_linear_attention_modules(result: Any, model: Any, tmp_path: Path) -> None:
-    """The three pieces have no program of their own (their export fails): the archive stores their weights and
-    class, and loading takes the modules of a model built as this one (here, this very model's), equal again."""
+    """The three pieces have no program of their own (automatic mode exports each piece alone, but not one cut for
+    a guard of its own code: alone, from its calls at lengths 6 and 8, its program differs at 65), and the report
+    says why: the archive stores their weights and class, and loading takes the modules of a model built as this
+    one (here, this very model's), equal again."""
     from piece_by_piece_serialize import ArtifactError, load_piece_by_piece
 
     cut = result.report.behind_operators
+    for path in cut:
+        own = result.pieces[path].own_export_failure
+        assert result.pieces[path].program is None and own is not None and own.kind == "dynamic dimension constraint violated"
+        assert own.message == "not exported alone: the guard that cut it is in its own code"
+    assert "- own program: none (dynamic dimension constraint violated: not exported alone" in result.report.to_markdown()
     result.save(tmp_path / "qwen3-next.pt2")
     result.close()
     with pytest.raises(ArtifactError, match=r"model\.layers\.0\.linear_attn \(transformers\.models\.qwen3_next\.modeling_qwen3_next\.Qwen3NextGatedDeltaNet\) is stored without a program"):

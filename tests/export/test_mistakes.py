@@ -166,7 +166,8 @@ def test_a_cut_piece_points_at_the_models_code_with_torchs_whole_message_and_fix
     assert failure is not None and failure.where == f"{source}:23"  # `if h.sum() > 0:` in Branchy.forward
     assert source.read_text().splitlines()[22].strip() == "if h.sum() > 0:"
     leaf = next(line for line in str(result.report).splitlines() if "Branchy" in line)
-    assert leaf.endswith("(at _toy_models.py:23)")
+    # exported alone too (automatic mode), it fails the same way: said once
+    assert leaf.endswith("(at _toy_models.py:23); no own program: the same failure alone")
     markdown = result.report.to_markdown()
     assert f"- in the model's code: `{source}:23`" in markdown
     assert "  The following call raised this error:" in markdown  # the whole message, not its first line

@@ -90,6 +90,8 @@ class ModuleState:
     empty: tuple[str, ...]  # parameters and buffers registered as None (a Linear without bias)
     children: tuple[tuple[str, ModuleState], ...]
     unstorable: tuple[tuple[str, str], ...]  # (attribute, its type): what only an instance can give back
+    # (attribute, model_type, the config as JSON values): a transformers config, Note [implementations]
+    configs: tuple[tuple[str, str, Value], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def _state(s: ModuleState) -> dict[str, Any]:
         "class": s.cls, "attributes": [[k, _value(v)] for k, v in s.attributes], "parameters": list(s.parameters),
         "buffers": list(s.buffers), "non_persistent": list(s.non_persistent), "empty": list(s.empty),
         "children": [[k, _state(c)] for k, c in s.children], "unstorable": [list(u) for u in s.unstorable],
-    }  # fmt: skip
+    } | ({"configs": [[k, t, _value(v)] for k, t, v in s.configs]} if s.configs else {})  # fmt: skip
 
 
 def write_manifest(m: Manifest) -> str:
@@ -423,7 +425,8 @@ def _rule_ok(kind: str, cands: tuple[Any, ...]) -> bool:
 def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState:
     if depth > 64:
         raise r.fail(path, "modules nested more than 64 deep")
-    d = r.obj(data, path, ("class", "attributes", "parameters", "buffers", "non_persistent", "empty", "children", "unstorable"))
+    keys = ("class", "attributes", "parameters", "buffers", "non_persistent", "empty", "children", "unstorable")
+    d = r.obj(data, path, (*keys, "configs") if isinstance(data, dict) and "configs" in data else keys)
     attributes = []
     for i, pair in enumerate(r.seq(d["attributes"], f"{path}.attributes")):
         if not isinstance(pair, list) or len(pair) != 2:
@@ -439,11 +442,19 @@ def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState
         if not isinstance(pair, list) or len(pair) != 2:
             raise r.fail(f"{path}.unstorable[{i}]", "expected an [attribute, type] pair")
         unstorable.append((r.string(pair[0], f"{path}.unstorable[{i}][0]"), r.string(pair[1], f"{path}.unstorable[{i}][1]")))
+    configs = []
+    for i, triple in enumerate(r.seq(d.get("configs", []), f"{path}.configs")):
+        if not isinstance(triple, list) or len(triple) != 3:
+            raise r.fail(f"{path}.configs[{i}]", "expected an [attribute, model_type, config] triple")
+        config = r.value(triple[2], f"{path}.configs[{i}][2]")
+        if not isinstance(config, dict):
+            raise r.fail(f"{path}.configs[{i}][2]", "expected a dict")
+        configs.append((r.string(triple[0], f"{path}.configs[{i}][0]"), r.string(triple[1], f"{path}.configs[{i}][1]"), config))
     return ModuleState(
         _class_name(r, d["class"], f"{path}.class"), tuple(attributes), r.strings(d["parameters"], f"{path}.parameters"),
         r.strings(d["buffers"], f"{path}.buffers"), r.strings(d["non_persistent"], f"{path}.non_persistent"),
         r.strings(d["empty"], f"{path}.empty"), tuple(children),
-        tuple(unstorable),
+        tuple(unstorable), tuple(configs),
     )  # fmt: skip
 
 

@@ -9,8 +9,13 @@ class must come from the user, in ``implementations=``: the loader never imports
 * the class itself: the module is rebuilt from the state written at save time (:class:`ModuleState`), its
   plain attributes (numbers, strings, booleans, None, and tuples, lists and dicts of them) set, its children
   rebuilt the same way (``torch.nn``'s own classes are found in ``torch.nn``; others must be given too), its
-  parameters and buffers taken from the weights; ``__init__`` is not called. A piece holding anything else (a
-  config object, a function) cannot be rebuilt from its class, and the error says so by name;
+  parameters and buffers taken from the weights; ``__init__`` is not called. A transformers config (a Mamba
+  mixer's ``config``) is carried as its JSON (``to_json_string``: plain values, and its attention
+  implementation) with its ``model_type``, if its class is the one transformers registers for that type
+  (``CONFIG_MAPPING``); at load it is rebuilt with ``from_dict`` of that registered class, looked up only when
+  transformers is already imported (the model's code imports it) and only among the types it registers: the
+  file names a key of transformers' own table, never a module or a class. A piece holding anything else (a
+  function, another object) cannot be rebuilt from its class, and the error says so by name;
 * an instance of the class, built by the user as the model builds it: the archive's weights replace its
   own at each call (``torch.func.functional_call``); its parameters and buffers must have the names, shapes
   and dtypes of the stored ones.
@@ -23,6 +28,8 @@ Imports: :mod:`._manifest`, :mod:`._errors`; torch on use.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,15 +65,55 @@ def _storable(v: Any, depth: int = 0) -> bool:
     return False
 
 
+# transformers' table of config classes by model_type; looked up only once transformers is imported
+_CONFIGS = "transformers.models.auto.configuration_auto"
+
+
+def _config(value: Any) -> tuple[str, dict[str, Value]] | None:
+    """A transformers config as (its model_type, its JSON), if its class is the one transformers registers for
+    that type and its JSON is plain values; None for anything else (Note [implementations])."""
+    auto = sys.modules.get(_CONFIGS)
+    model_type = getattr(type(value), "model_type", None)
+    if auto is None or not isinstance(model_type, str) or model_type not in auto.CONFIG_MAPPING:
+        return None
+    if auto.CONFIG_MAPPING[model_type] is not type(value):  # a subclass of its own: its class would be lost
+        return None
+    try:
+        data = json.loads(value.to_json_string(use_diff=False))
+    except (TypeError, ValueError):  # a value JSON cannot hold: only an instance carries it
+        return None
+    implementation = getattr(value, "_attn_implementation", None)  # not in its JSON; the model's code reads it
+    if isinstance(implementation, str):
+        data["attn_implementation"] = implementation
+    return (model_type, data) if _storable(data) else None
+
+
+def _rebuilt_config(model_type: str, data: dict[str, Value], source: str, where: str) -> Any:
+    """The config carried as (``model_type``, ``data``), built by the class transformers registers for that type."""
+    auto = sys.modules.get(_CONFIGS)
+    if auto is None:
+        raise ArtifactError(source, f"{where} holds a transformers config ({model_type}): import transformers before loading, as the model's code does")
+    if model_type not in auto.CONFIG_MAPPING:
+        raise ArtifactError(source, f"{where} holds a config of model_type {model_type!r}, which transformers does not register")
+    try:
+        return auto.CONFIG_MAPPING[model_type].from_dict(dict(data))
+    except Exception as exc:  # transformers refuses the values: the file's, not the loader's, fault
+        raise ArtifactError(source, f"{where}: its {model_type} config cannot be rebuilt: {exc}") from None
+
+
 def capture(module: Any) -> ModuleState:
     """The state of ``module`` and its children that :func:`rebuild` needs (Note [implementations])."""
     attributes: list[tuple[str, Value]] = []
     unstorable: list[tuple[str, str]] = []
+    configs: list[tuple[str, str, Value]] = []
     for name, value in module.__dict__.items():
         if name in _internals() or name.startswith("_pbp_"):
             continue
+        config = None if _storable(value) else _config(value)
         if _storable(value):
             attributes.append((name, value))
+        elif config is not None:
+            configs.append((name, *config))
         else:
             unstorable.append((name, qualified(type(value))))
     return ModuleState(
@@ -78,6 +125,7 @@ def capture(module: Any) -> ModuleState:
         tuple(n for table in (module._parameters, module._buffers) for n, t in table.items() if t is None),
         tuple((n, capture(c)) for n, c in module._modules.items() if c is not None),
         tuple(unstorable),
+        tuple(configs),
     )
 
 
@@ -129,6 +177,8 @@ def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str
     torch.nn.Module.__init__(module)
     for name, value in state.attributes:
         module.__dict__[name] = value
+    for name, model_type, data in state.configs:
+        module.__dict__[name] = _rebuilt_config(model_type, data, source, where)
     for table, names in ((module._parameters, state.parameters), (module._buffers, state.buffers)):
         for name in names:
             tensor = weights.get(prefix + name)

@@ -96,8 +96,9 @@ def export_piece_by_piece(
 
     ``classes=None`` (the default) finds the cut: the whole model is tried first, and a model that exports
     whole gets no piece. ``classes`` (a class, a class name, or a tuple of them) puts every submodule of
-    those classes behind its operator and exports the rest; each such piece is also exported alone, and its
-    program is kept in :attr:`Piece.program`.
+    those classes behind its operator and exports the rest. Either way each piece is also exported alone, from
+    its recorded calls, and its program is kept in :attr:`Piece.program` (or why it has none in
+    :attr:`Piece.own_export_failure`).
 
     Every output tensor of the program is compared with eager on every example, and each piece's with its own
     module on its recorded calls: an output passes when ``|got - eager| <= atol + rtol * |eager|`` everywhere
@@ -138,7 +139,7 @@ def export_piece_by_piece(
             program = job.search()
         else:
             program = job.export_with_classes(classes)
-        checks, own, whole = _checks(job, model, program, references, names, partition, classes is not None)
+        checks, own, whole = _checks(job, model, program, references, names, partition)
     except BaseException:
         job.close()
         raise
@@ -155,11 +156,13 @@ def export_piece_by_piece(
 
 
 def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[list[Any]], names: list[str],
-            partition: dict[str, str] | None, own_programs: bool) -> tuple[dict[str, Any], dict[str, Any], float | None]:  # fmt: skip
+            partition: dict[str, str] | None) -> tuple[dict[str, Any], dict[str, Any], float | None]:  # fmt: skip
     """Every check of an export (Note [the verdict]): each piece against its module, each piece's own program
-    (``classes=``), the program against eager on the examples and across the declared ranges."""
+    (automatic mode too: a piece cut for a reason that held only in the model's context exports alone), the
+    program against eager on the examples and across
+    the declared ranges."""
     checks = job.check_pieces()
-    own = job.own_programs() if own_programs else {}
+    own = job.own_programs()
     whole = job.check_program(program, references, names)
     if job.unchecked is None:  # the ranges' points compare values: none to compare without them
         checked = job.check_ranges(lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)

@@ -13,7 +13,8 @@ them, and the next attempt says whether that was enough. An attempt whose failur
 module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
-package below it (:mod:`._reuse` for Note [shared programs]); torch.
+package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program);
+torch.
 """
 
 from __future__ import annotations
@@ -25,22 +26,31 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..artifact._write import SavedPiece
 from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_of, wrap
-from ..custom_op._calls import Call, flat_outputs
-from ..onnx_export._names import output_names
+from ..custom_op._calls import flat_outputs
 from ..serialize import make_copy
-from ..serialize._cache_slice import cut_copy
-from ._blame import Failure, Watch, reasons, suggested_fixes
+from ._alone import (
+    as_carried,
+    check_alone,
+    contiguous,
+    described_calls,
+    export_alone,
+    flat_result,
+    piece_output_names,
+    quiet,
+    worse,
+)
+from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, groups, range_points, resized, size_partition, varying_dims
+from ._examples import DimSpec, Example, describe, groups, range_points, resized, size_partition
 from ._flat import FlatCall
-from ._record import Recorded, Recording, module_paths, run_recording, tracing_path, written_back
+from ._record import Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
 from ._verdict import Verdict
@@ -60,43 +70,6 @@ def fresh_namespace() -> str:
         namespace = f"pbp_{secrets.token_hex(5)}"
         if not any(name.startswith(f"{namespace}::") for name in torch._C._dispatch_get_all_op_names()):
             return namespace
-
-
-def worse(a: float | None, b: float | None) -> float | None:
-    """The larger of two differences; None (not compared) if either is."""
-    return None if a is None or b is None else max(a, b)
-
-
-def _caches_of(recorded: Recorded, call: Call | None) -> list[Any]:
-    """The caches after a recorded call; for a cut ``call``, with only the cache layers it carries (Note [cut
-    calls] in :mod:`..custom_op._slices`)."""
-    caches = recorded.caches_after
-    if call is not None and call.slices:
-        cut = {arg: positions for arg, _, positions in call.slices}
-        caches = [cut_copy(c, cut[i]) if i in cut else c for i, c in zip(call.caches, caches, strict=True)]
-    return list(caches)
-
-
-def _flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
-    """The flat outputs eager gave for a recorded call, as ``call`` carries them (:func:`_caches_of`)."""
-    return flat_outputs(name, recorded.output, _caches_of(recorded, call))[1]
-
-
-def _cut(example: Example, op: Any) -> Example:
-    """``example``, a call of an operator's piece, as the operator carries it: a cache argument cut to the layers
-    the structure touches, if it is cut (Note [cut calls] in :mod:`..custom_op._slices`)."""
-    whole = op.calls.get(example.key)
-    if whole is None or whole.sliced is None:
-        return example
-    cut, key, kept = whole.sliced
-    fresh = dataclasses.replace(cut, out_kinds=None, out_constants={}, out_n_flat=0, out_aliases=(), out_dtypes=(),
-                                out_devices=(), shapes=[], rules=None, spare={})  # fmt: skip
-    return Example(example.args, example.kwargs, fresh, key, [example.tensors[i] for i in kept])
-
-
-def _output_names(recorded: Recorded, call: Call | None = None) -> list[str]:
-    """The names of a piece's flat outputs (``output.0``, ``cache0.updated.layers.0.keys``) for its verdict."""
-    return output_names(recorded.output, [(f"cache{i}", c) for i, c in enumerate(_caches_of(recorded, call))])
 
 
 class Job:
@@ -119,6 +92,10 @@ class Job:
         self.recordings: list[Recording] = []
         self.suggested: list[str] = []  # torch's suggested fixes for the dynamic shapes, from the failed attempts
         self.runnable: Any = None  # the program's runnable module, once checked
+        # each piece's own program (own_programs), less those a point of the declared ranges drops (_check_own_at)
+        self.own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
+        self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
+        self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
 
     def close(self) -> None:
         """Free every operator this export registered."""
@@ -164,8 +141,8 @@ class Job:
         try:
             # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
             # attempt's failure is the search's business and goes into the report instead
-            with watch.watching(), contextlib.redirect_stderr(io.StringIO()), _quiet("torch.fx.experimental.symbolic_shapes"):
-                program = torch.export.export(self.flat, _contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
+            with watch.watching(), contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
+                program = torch.export.export(self.flat, contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
             self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]
@@ -249,8 +226,8 @@ class Job:
                     with tracing_path():
                         output = original(*args, **kwargs)
                     want = flat_outputs(path, output, written_back(args, kwargs))[1]
-                    got = _flat_result(path, recorded)
-                    worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", _output_names(recorded)))
+                    got = flat_result(path, recorded)
+                    worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", piece_output_names(recorded)))
                     n += 1
             out[path] = (worst, n)
         return out
@@ -294,7 +271,9 @@ class Job:
                     refused.setdefault(name, []).append((size, Failure.of(exc).message))
                     continue
                 accepted.setdefault(name, []).append(size)
-                self._check_point(example, want, f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)"), names)
+                where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
+                self._check_point(example, want, where, names)
+                self._check_own_at(example, where)
                 break
         for name, (old, spec) in groups(first, self.specs, partition).items():
             hint = isinstance(spec, _DimHint)
@@ -315,7 +294,7 @@ class Job:
     def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
         try:
             with torch.no_grad():  # on a copy: a program may change a cache in place
-                got = self.runnable(*_contiguous(make_copy(list(example.tensors))))
+                got = self.runnable(*contiguous(make_copy(list(example.tensors))))
         except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
             self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
             return
@@ -325,23 +304,34 @@ class Job:
             self.verdict.refuse(where, f"the program's {str(exc).partition(': ')[2]}")
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
-        """Each piece exported alone on its recorded calls (``classes=``), or given the program of an identical
+        """Each piece exported alone on its recorded calls (in both modes), or given the program of an identical
         piece exported before it (Note [shared programs]): program, failure, time, max |diff|, and the key of the
         call structure the program computes."""
-        out: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
+        out = self.own = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
-        runnables: dict[int, Any] = {}  # program.module() of each program, made once for all the pieces it serves
+        runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
+            if not calls:  # MiniMax's lightning attention, cut with its norm: recorded neither (a piece in a piece)
+                out[path] = (None, Failure(OTHER, "not exported alone: no call of it was recorded"), 0.0, None, None)
+                continue
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
-            described, specs = _described(calls, wrapper._pbp_op)
+            described, specs = described_calls(calls, wrapper._pbp_op)
             start = time.perf_counter()
+            cut = self.cut_by.get(path, (None, 0.0))[0]
+            if cut is not None and cut.kind == CONSTRAINT and cut.detail:
+                # the guard that cut it is its own code's, false at a size of the declared range: a program of it
+                # alone, exported from calls that all pass the guard, holds it too (and _check_own_at drops it)
+                why = "not exported alone: the guard that cut it is in its own code"
+                out[path] = (None, Failure(CONSTRAINT, why), 0.0, None, None)
+                _log.info("piece %d/%d, %s: no program of its own (the guard that cut it is its own)", number, len(self.wrappers), path)
+                continue
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, _ = out[donor]
                     trial = Verdict(self.verdict.atol, self.verdict.rtol)
                     try:
-                        worst = _check_alone(program, module, path, calls, described, names, runnables, trial)
+                        worst = check_alone(program, module, path, calls, described, names, runnables, trial)
                     except Exception:  # the donor's program refuses this piece's calls: not reusable
                         continue
                     if worst is None or worst <= (donor_worst or 0.0):  # no further off than on its donor (point 5)
@@ -351,13 +341,48 @@ class Job:
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
-                out[path] = _export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
+                out[path] = export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                 failed = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
                           "exported alone" if failed is None else f"no program of its own ({failed.kind})", out[path][2])  # fmt: skip
         return out
+
+    def _check_own_at(self, example: Example, where: str) -> None:
+        """Each own program against its module on the piece's call at a point of the declared ranges (``where``),
+        after :meth:`own_programs`. A program exported from the calls of the examples alone may compute for them
+        only (Qwen3-Next's chunked linear attention, exported alone at lengths 6 and 8, computes one chunk: its
+        archive was 0.033 off at length 70), so one that differs from eager there, or fails, is dropped, and the
+        piece has no program of its own, saying where; the piece itself still runs its module behind its
+        operator. The program runs as a loaded archive runs it: without torch's guards, which a saved program
+        does not keep and which may refuse a size it is right at (a Llama layer's ``size >= 4`` at past=1)."""
+        if not any(program is not None for program, *_ in self.own.values()):
+            return
+        recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
+        for path, (program, _, seconds, _, key) in list(self.own.items()):
+            calls = recording.calls.get(path, [])[:1]
+            if program is None or not calls:
+                continue
+            wrapper = self.wrappers[path]
+            described, _ = described_calls(calls, wrapper._pbp_op)
+            if described[0].key != key:  # a call of another structure: the program is not what runs it
+                continue
+            trial = Verdict(self.verdict.atol, self.verdict.rtol)
+            if id(program) not in self.unguarded:
+                self.unguarded[id(program)] = program.module(check_guards=False)
+            try:
+                worst = check_alone(program, wrapper._pbp_original, path, calls, described, wrapper._pbp_op.weight_names or (),
+                                    self.unguarded, trial)  # fmt: skip
+            except Exception as exc:  # the program fails at a size its piece takes in the model
+                why = f"fails at {where}, a size of the declared range: {Failure.of(exc).message}"
+            else:
+                if trial.passed(path) is not False:
+                    continue
+                why = f"differs from its module at {where}, a size of the declared range: max |diff| {worst:.3g}"
+            failure = Failure(OTHER, f"its program, exported alone from its recorded calls, {why}")
+            self.own[path] = (None, failure, seconds, None, None)
+            _log.info("piece %s: its own program dropped (%s)", path, why)
 
     def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
         """What :meth:`PieceByPieceExport.save` writes of each piece."""
@@ -379,8 +404,8 @@ class Job:
             calls = out.setdefault(path, [])
             for recording in self.recordings:
                 for recorded in recording.calls.get(path, [])[:1]:
-                    example = _cut(describe(tuple(recorded.args), dict(recorded.kwargs)), wrapper._pbp_op)
-                    calls.append(([*weights, *example.tensors], _flat_result(path, recorded, example.call)))
+                    example = as_carried(describe(tuple(recorded.args), dict(recorded.kwargs)), wrapper._pbp_op)
+                    calls.append(([*weights, *example.tensors], flat_result(path, recorded, example.call)))
         return out
 
     # ---- the report -------------------------------------------------------------------------------------
@@ -426,23 +451,17 @@ class Job:
                 diff = own_diff if diff is None else max(diff, own_diff)
             return Piece(
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
-                program, failure, own_failure, own_seconds if own_seconds is not None else share, diff, n,
+                program, failure, own_failure, _total(share, own_seconds), diff, n,
                 outputs=self.verdict.of(path), passed=self.verdict.passed(path),
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
 
 
-@contextlib.contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """``logger``'s warnings held back (errors still show) while an attempt runs."""
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(max(level, logging.ERROR))
-    try:
-        yield
-    finally:
-        log.setLevel(level)
+def _total(*seconds: float | None) -> float | None:
+    """A piece's time: its share of the attempt that cut it and its own export (automatic mode has both)."""
+    known = [s for s in seconds if s is not None]
+    return sum(known) if known else None
 
 
 def _sizes(sizes: list[int]) -> str:
@@ -451,12 +470,6 @@ def _sizes(sizes: list[int]) -> str:
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
-
-
-def _contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
-    """Programs are exported and run on contiguous tensors: a view (a sliding window's keys) would otherwise make
-    torch.export guard on its strides, and the program refuse the same values laid out otherwise."""
-    return tuple(t.contiguous() for t in tensors)
 
 
 def _excerpt(exc: BaseException, lines: int = 20) -> str:
@@ -512,60 +525,3 @@ def _describe_example(example: Example) -> str:
     return f"{n} tensor{'s' if n != 1 else ''}: {shapes}{', ...' if n > 6 else ''}"
 
 
-def _described(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]]:
-    """A piece's recorded calls described as its operator ``op`` carries them (cut: :func:`_cut`), and its dynamic
-    dimensions: those that differ between the calls of the first call's structure."""
-    described = [_cut(describe(tuple(c.args), dict(c.kwargs)), op) for c in calls]
-    same = [d for d in described if d.key == described[0].key]
-    return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
-
-
-def _export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],
-                  described: list[Example], specs: list[Any], verdict: Verdict) -> tuple[Any, Failure | None, float, float | None, str | None]:  # fmt: skip
-    """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
-    dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`_described`); with
-    the key of the call structure it computes."""
-    start = time.perf_counter()
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
-    flat = FlatCall(module, described[0].call, path, names)
-    try:
-        with tracing_path():
-            flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
-        shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
-        program = torch.export.export(flat, (*weights, *_contiguous(described[0].tensors)), dynamic_shapes=shapes, strict=False)
-    except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
-        return None, Failure.of(exc), time.perf_counter() - start, None, None
-    seconds = time.perf_counter() - start
-    try:
-        worst = _check_alone(program, module, path, calls, described, names, runnables, verdict)
-    except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
-        return None, _refusing(exc), time.perf_counter() - start, None, None
-    return program, None, seconds, worst, described[0].key
-
-
-def _refusing(exc: BaseException) -> Failure:
-    """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
-    failure = Failure.of(exc)
-    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
-
-
-def _check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
-                 runnables: dict[int, Any], verdict: Verdict) -> float | None:  # fmt: skip
-    """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
-    program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
-    module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
-    runnable = runnables.get(id(program))
-    if runnable is None:
-        runnable = runnables[id(program)] = program.module()
-    worst: float | None = 0.0
-    for recorded, example in zip(calls, described, strict=True):
-        if example.key == described[0].key:
-            with torch.no_grad():
-                # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
-                got = runnable(*weights, *_contiguous(make_copy(list(example.tensors))))
-            want = _flat_result(path, recorded, example.call)
-            worst = worse(worst, verdict.compare(path, want, list(got), f"the program of {path}", _output_names(recorded, example.call)))
-    return worst

@@ -51,9 +51,11 @@ class Piece:
 
     ``path`` is the dotted path relative to the model; ``module_class`` its class; ``status`` a
     :class:`PieceStatus`; ``operator`` the qualified name of its operator when it is behind one; ``program`` its
-    own exported program when it has one (with ``classes=``, each piece is also exported alone); ``failure``
-    why it was cut (the export attempt that failed in it), or why its own export failed; ``seconds`` the time
-    spent on it (its own export, or its share of the failed attempt); ``max_abs_diff`` the largest absolute
+    own exported program when it has one (each piece is also exported alone, from its recorded calls, or takes
+    the program of an identical piece); ``failure`` why it was cut (the export attempt that failed in it);
+    ``own_export_failure`` why it has no program of its own (its export alone failed, or its program refuses
+    another of its recorded calls); ``seconds`` the time spent on it (its share of the failed attempt that cut
+    it, plus its own export); ``max_abs_diff`` the largest absolute
     difference between its output through the operator (or its own program) and eager on its recorded inputs,
     over ``checked_calls`` calls.
     """
@@ -203,8 +205,10 @@ class ExportReport:
         reason = "" if piece.failure is None else f"{piece.failure.kind}: {_clip(piece.failure.detail or piece.failure.message, 100)}" + (
             f" (at {_short(piece.failure.where)})" if piece.failure.where else ""
         ) + (f"; torch suggests: {piece.failure.fix}" if piece.failure.fix else "")
-        if piece.own_export_failure is not None:
-            own = piece.own_export_failure
+        own = piece.own_export_failure
+        if own is not None and _same(own, piece.failure):  # exported alone, it fails as it did in the model
+            reason = (reason + "; " if reason else "") + "no own program: the same failure alone"
+        elif own is not None:
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
         elif piece.program is not None:
             reason = (reason + "; " if reason else "") + "own program"
@@ -320,23 +324,27 @@ def _table_rows(report: ExportReport, parent: str, depth: int) -> Iterator[tuple
 
 
 def _cut_groups(report: ExportReport) -> list[list[str]]:
-    """The pieces behind operators, consecutive identical siblings together, in the tree's order."""
+    """The pieces behind operators, consecutive identical siblings together, in the tree's order; under identical
+    siblings folded into one line, the same piece of each of them together too (``model.layers.0-2.linear_attn``:
+    the tree shows them as one line, and each is in its section, not the first alone)."""
     groups: list[list[str]] = []
 
-    def walk(parent: str) -> None:
-        for group in _fold(report, report.children.get(parent, [])):
+    def walk(parents: list[str]) -> None:  # parents: the same module in each folded sibling (identical trees)
+        for group in _fold(report, report.children.get(parents[0], [])):
+            names = [_relative(parents[0], p) for p in group]
+            paths = [f"{parent}.{name}" if parent else name for parent in parents for name in names]
             if report.pieces[group[0]].status is PieceStatus.BEHIND_OPERATOR:
-                groups.append(group)
-            walk(group[0])
+                groups.append(paths)
+            walk(paths)
 
-    walk("")
+    walk([""])
     return groups
 
 
 def _piece_section(report: ExportReport, group: list[str], programs: dict[int, str]) -> list[str]:
     piece, first = _merge([report.pieces[p] for p in group]), report.pieces[group[0]]
     cls = piece.module_class
-    lines = [f"## `{_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
+    lines = [f"## `{_paths_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
     if len(group) == 1:
         lines.append(f"- operator: `{first.operator}`")
     else:
@@ -365,16 +373,24 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
             runs.setdefault(programs[id(program)], []).append(path)
     if piece.own_export_failure is not None:
         own = piece.own_export_failure
-        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); a saved artifact needs its class")
+        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); loading a saved artifact needs its class, or an instance, in `implementations=`")
     elif len(group) == 1 and runs:
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
     elif runs:
-        said = "; ".join(f"the one exported from `{owner}` runs {_label(paths)}" for owner, paths in runs.items())
+        said = "; ".join(f"the one exported from `{owner}` runs {_paths_label(paths)}" for owner, paths in runs.items())
         lines.append(f"- own programs: {said}")
     if piece.onnx_max_abs_diff is not None:
         lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
     return lines
+
+
+def _same(own: Failure, cut: Failure | None) -> bool:
+    """Whether a piece's own export failed as the attempt that cut it did: the same kind, at the same line of the
+    model's code (or with the same message, where torch names no line)."""
+    if cut is None or own.kind != cut.kind:
+        return False
+    return own.where == cut.where if own.where else own.message == cut.message
 
 
 def _diff_cell(piece: Piece, not_compared: str | None, prefix: str) -> str:
@@ -427,6 +443,24 @@ def _label(names: Sequence[str]) -> str:
     if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
         return f"{prefix}{numbers[0]}-{numbers[-1]} (x{len(names)})"
     return f"{prefix}{{{','.join(map(str, numbers))}}} (x{len(names)})"
+
+
+def _paths_label(paths: Sequence[str]) -> str:
+    """Dotted paths that differ in one numeric part as one (``model.layers.0-2.linear_attn (x3)``), as
+    :func:`_label` writes siblings; listed otherwise."""
+    if len(paths) == 1:
+        return paths[0]
+    parts = [p.split(".") for p in paths]  # dotted module paths, as torch writes them
+    if len({len(x) for x in parts}) != 1:
+        return ", ".join(paths)
+    differing = [i for i in range(len(parts[0])) if len({x[i] for x in parts}) > 1]
+    if len(differing) != 1 or not all(x[differing[0]].isdigit() for x in parts):
+        return ", ".join(paths)
+    (i,) = differing
+    numbers = [int(x[i]) for x in parts]
+    consecutive = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    span = f"{numbers[0]}-{numbers[-1]}" if consecutive else "{" + ",".join(map(str, numbers)) + "}"
+    return ".".join([*parts[0][:i], span, *parts[0][i + 1 :]]) + f" (x{len(paths)})"
 
 
 def _merge(pieces: Sequence[Piece]) -> Piece:

@@ -1,0 +1,150 @@
+"""A piece on its own: its recorded calls as its operator carries them, its program exported alone from them,
+and that program checked against them.
+
+Each piece behind an operator, with ``classes=`` or cut by the automatic search, is also exported alone
+(:meth:`._job.Job.own_programs`): its weights are the program's first inputs (Note [weights as inputs] in
+:mod:`..custom_op`), its dynamic dimensions those that differ between its recorded calls. A program is kept
+only if it equals eager on every recorded call of its structure; the job also checks it at the points of the
+declared ranges (:meth:`._job.Job._check_own_at`), as a loaded archive runs it. Nothing here changes a
+recorded call (Note [shared copies]).
+
+Imports: :mod:`..custom_op`, :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from ..custom_op._calls import Call, flat_outputs
+from ..onnx_export._names import output_names
+from ..serialize import make_copy
+from ..serialize._cache_slice import cut_copy
+from ._blame import Failure
+from ._examples import Example, describe, varying_dims
+from ._flat import FlatCall
+from ._record import Recorded, tracing_path
+from ._verdict import Verdict
+
+
+def worse(a: float | None, b: float | None) -> float | None:
+    """The larger of two differences; None (not compared) if either is."""
+    return None if a is None or b is None else max(a, b)
+
+
+def _caches_of(recorded: Recorded, call: Call | None) -> list[Any]:
+    """The caches after a recorded call; for a cut ``call``, with only the cache layers it carries (Note [cut
+    calls] in :mod:`..custom_op._slices`)."""
+    caches = recorded.caches_after
+    if call is not None and call.slices:
+        cut = {arg: positions for arg, _, positions in call.slices}
+        caches = [cut_copy(c, cut[i]) if i in cut else c for i, c in zip(call.caches, caches, strict=True)]
+    return list(caches)
+
+
+def flat_result(name: str, recorded: Recorded, call: Call | None = None) -> list[Any]:
+    """The flat outputs eager gave for a recorded call, as ``call`` carries them (:func:`_caches_of`)."""
+    return flat_outputs(name, recorded.output, _caches_of(recorded, call))[1]
+
+
+def as_carried(example: Example, op: Any) -> Example:
+    """``example``, a call of an operator's piece, as the operator carries it: a cache argument cut to the layers
+    the structure touches, if it is cut (Note [cut calls] in :mod:`..custom_op._slices`)."""
+    whole = op.calls.get(example.key)
+    if whole is None or whole.sliced is None:
+        return example
+    cut, key, kept = whole.sliced
+    fresh = dataclasses.replace(cut, out_kinds=None, out_constants={}, out_n_flat=0, out_aliases=(), out_dtypes=(),
+                                out_devices=(), shapes=[], rules=None, spare={})  # fmt: skip
+    return Example(example.args, example.kwargs, fresh, key, [example.tensors[i] for i in kept])
+
+
+def piece_output_names(recorded: Recorded, call: Call | None = None) -> list[str]:
+    """The names of a piece's flat outputs (``output.0``, ``cache0.updated.layers.0.keys``) for its verdict."""
+    return output_names(recorded.output, [(f"cache{i}", c) for i, c in enumerate(_caches_of(recorded, call))])
+
+
+@contextlib.contextmanager
+def quiet(logger: str) -> Iterator[None]:
+    """``logger``'s warnings held back (errors still show) while torch.export runs."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
+    """Programs are exported and run on contiguous tensors: a view (a sliding window's keys) would otherwise make
+    torch.export guard on its strides, and the program refuse the same values laid out otherwise."""
+    return tuple(t.contiguous() for t in tensors)
+
+
+def described_calls(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]]:
+    """A piece's recorded calls described as its operator ``op`` carries them (cut: :func:`as_carried`), and
+    its dynamic dimensions: those that differ between the calls of the first call's structure."""
+    described = [as_carried(describe(tuple(c.args), dict(c.kwargs)), op) for c in calls]
+    same = [d for d in described if d.key == described[0].key]
+    return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
+
+
+def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],
+                 described: list[Example], specs: list[Any], verdict: Verdict) -> tuple[Any, Failure | None, float, float | None, str | None]:  # fmt: skip
+    """A piece exported on its own, its weights as its first inputs (Note [weights as inputs]), its dynamic
+    dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`described_calls`);
+    with the key of the call structure it computes."""
+    start = time.perf_counter()
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    weights = [own[n] for n in names]
+    flat = FlatCall(module, described[0].call, path, names)
+    try:
+        with tracing_path():
+            flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
+        shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
+        # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
+        with contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
+            program = torch.export.export(flat, (*weights, *contiguous(described[0].tensors)), dynamic_shapes=shapes, strict=False)
+    except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
+        return None, Failure.of(exc), time.perf_counter() - start, None, None
+    seconds = time.perf_counter() - start
+    try:
+        worst = check_alone(program, module, path, calls, described, names, runnables, verdict)
+    except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
+        return None, _refusing(exc), time.perf_counter() - start, None, None
+    return program, None, seconds, worst, described[0].key
+
+
+def _refusing(exc: BaseException) -> Failure:
+    """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
+    failure = Failure.of(exc)
+    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
+
+
+def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],
+                runnables: dict[int, Any], verdict: Verdict) -> float | None:  # fmt: skip
+    """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
+    program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
+    module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    weights = [own[n] for n in names]
+    runnable = runnables.get(id(program))
+    if runnable is None:
+        runnable = runnables[id(program)] = program.module()
+    worst: float | None = 0.0
+    for recorded, example in zip(calls, described, strict=True):
+        if example.key == described[0].key:
+            with torch.no_grad():
+                # on a copy: a program may change a cache in place, and recorded calls are shared (Note [shared copies])
+                got = runnable(*weights, *contiguous(make_copy(list(example.tensors))))
+            want = flat_result(path, recorded, example.call)
+            worst = worse(worst, verdict.compare(path, want, list(got), f"the program of {path}", piece_output_names(recorded, example.call)))
+    return worst

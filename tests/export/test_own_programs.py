@@ -1,0 +1,175 @@
+"""Automatic mode exports each piece it cuts alone, from its recorded calls (issue 31): a piece cut for a reason
+that held only in the model's context gets a program of its own, which a saved archive runs with nothing else; a
+program a size of the declared range breaks is dropped, saying where; a piece cut for a guard of its own code is
+not exported alone; the report says per piece which."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.export import FAILURE_KINDS  # noqa: E402
+
+Dim = torch.export.Dim
+
+
+class Rows(torch.nn.Module):
+    """Branches on how many rows it is given: a size alone, but a data-dependent count in the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, y: Any) -> Any:
+        return self.lin(y) * 2 if y.shape[0] > 1 else y - 1
+
+
+class Select(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = Rows()
+
+    def forward(self, x: Any) -> Any:
+        keep = (x[:, 0] > -1e9).nonzero().squeeze(1)  # every row, but torch.export cannot know how many
+        return self.rows(x[keep]).sum(0)
+
+
+class Chunked(torch.nn.Module):
+    """A guard on the length in its own code, as a chunked attention's: a second chunk past 8."""
+
+    def forward(self, x: Any) -> Any:
+        return x.cumsum(1) if x.shape[1] <= 8 else x.cumsum(1) - x[:, :8].sum(1, keepdim=True)
+
+
+class WithChunked(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunked = Chunked()
+
+    def forward(self, x: Any) -> Any:
+        return self.chunked(x * 2)
+
+
+def _own_column(report: Any) -> list[str]:
+    """The end of each line of the report's tree that is a piece: what it says of the piece's own program."""
+    return [line.rpartition("; ")[2] for line in str(report).splitlines() if "behind an operator" in line]
+
+
+def test_a_piece_cut_only_in_the_models_context_gets_its_own_program_and_the_archive_loads_alone(tmp_path: Path) -> None:
+    model = Select().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", min=2, max=64)},))
+    piece = result.pieces["rows"]
+    assert piece.failure is not None and piece.failure.kind == "data-dependent guard"  # in the model: a count u0
+    assert piece.program is not None and piece.own_export_failure is None  # alone: a size, exported (before: None)
+    assert _own_column(result.report) == ["own program"]
+    assert "- own program: exported alone" in result.report.to_markdown()
+    assert piece.to_dict()["has_program"] is True and piece.to_dict()["own_export_failure"] is None
+    result.save(tmp_path / "rows.pt2")
+    result.close()
+    # a fresh process, no class of the model imported: the piece is its program (before: 'stored without a program')
+    code = "import torch; from piece_by_piece_serialize import load_piece_by_piece as l; print(l('rows.pt2')(torch.ones(5, 4)).tolist())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    with torch.no_grad():
+        assert out.stdout.strip() == str(model(torch.ones(5, 4)).tolist())
+
+
+def test_an_own_program_a_size_of_the_declared_range_breaks_is_dropped_saying_where() -> None:
+    # alone, from its calls at 3 and 4 rows, its program computes the branch of more than one row, and torch keeps
+    # no guard that refuses one row: at batch=1 it silently differs from its module (kept, an archive would too)
+    model = Select().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", min=1, max=64)},))
+    piece = result.pieces["rows"]
+    assert piece.program is None and piece.own_export_failure is not None and piece.own_export_failure.kind in FAILURE_KINDS
+    assert piece.own_export_failure.message.startswith(
+        "its program, exported alone from its recorded calls, differs from its module at batch=1, a size of the declared "
+        "range: max |diff| "
+    )
+    assert _own_column(result.report)[0].startswith("no own program: other: its program, exported alone")
+    with torch.no_grad():  # the piece still runs its module behind its operator, both branches
+        for n in (1, 5):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_piece_cut_for_a_guard_of_its_own_code_is_not_exported_alone() -> None:
+    model = WithChunked().eval()
+    result = export_piece_by_piece(model, (torch.randn(2, 6),), dynamic_shapes=({1: Dim("seq", min=2, max=32)},))
+    piece = result.pieces["chunked"]
+    assert piece.failure is not None and piece.failure.kind == "dynamic dimension constraint violated"
+    assert piece.program is None and piece.own_export_failure is not None
+    assert piece.own_export_failure.message == (
+        "not exported alone: the guard that cut it is in its own code"
+    )
+    assert _own_column(result.report)[0].startswith("no own program: dynamic dimension constraint violated: not exported alone")
+    with torch.no_grad():
+        for n in (3, 20):
+            x = torch.randn(2, n)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+class Inner(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x)
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.norm = Inner(), torch.nn.LayerNorm(4)
+
+    def forward(self, x: Any) -> Any:
+        return self.norm(self.inner(x))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x: Any) -> Any:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_the_markdown_page_has_a_section_for_the_pieces_of_folded_modules_and_says_which_program_each_runs() -> None:
+    # the tree folds blocks.0-2 into one line; the page's section named blocks.0.inner alone, "exported alone",
+    # and said nothing of blocks.1.inner and blocks.2.inner, which run its program
+    torch.manual_seed(0)
+    result = export_piece_by_piece(Stack().eval(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},), classes="Inner")
+    assert result.report.behind_operators == ["blocks.0.inner", "blocks.1.inner", "blocks.2.inner"]
+    page = result.report.to_markdown()
+    assert "## `blocks.0-2.inner (x3)`" in page and "## `blocks.0.inner`" not in page
+    assert "- operators: `" in page and "and 2 more, one per module" in page
+    assert "- own programs: the one exported from `blocks.0.inner` runs blocks.0-2.inner (x3)" in page
+
+
+def test_a_piece_with_no_recorded_call_says_so_instead_of_crashing_the_export() -> None:
+    # MiniMax's lightning attention is cut with its norm inside it, and the calls of neither are recorded (a piece
+    # in a piece); exporting it alone raised IndexError out of export_piece_by_piece
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+
+    model = tiny.minimax()
+    dims = {0: Dim("batch", min=1, max=8), 1: Dim("seq", min=2, max=32)}
+    result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims})
+    assert result.report.behind_operators == ["model.layers.0.self_attn", "model.layers.2.self_attn"]
+    for path in result.report.behind_operators:
+        own = result.pieces[path].own_export_failure
+        assert result.pieces[path].program is None and own is not None
+        assert own.message == "not exported alone: no call of it was recorded"
+    x = tiny.ids(11, 3, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
