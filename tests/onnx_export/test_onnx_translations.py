@@ -184,7 +184,9 @@ def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_o
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(seed)) + (4.0 if seed % 2 else -4.0)
         with torch.no_grad():
             signs.add(bool(model.top.mid.leaf.lin(model.top.mid.before(x)).sum() > 0))
-        assert _max_diff(run_onnx(tmp_path / "deep.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-5
+        # 1e-4 as elsewhere: the inputs shifted by 4 give outputs in the tens, whose float32 sums onnxruntime may
+        # order otherwise on more threads (1.4e-5 seen beside another run)
+        assert _max_diff(run_onnx(tmp_path / "deep.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-4
     assert signs == {True, False}
 
 
