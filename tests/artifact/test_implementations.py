@@ -151,3 +151,7 @@ def test_a_config_is_rebuilt_by_the_class_transformers_registers_for_its_type_an
     other = dataclasses.replace(state, configs=((name, "no_such_model", data),))
     with pytest.raises(ArtifactError, match=r"holds a config of model_type 'no_such_model', which transformers does not register"):
         rebuild(other, weights, classes, "jamba.pt2", "model.layers.0.mamba")
+    # an attention implementation transformers does not have would be looked up elsewhere (a Hub kernel) when read
+    hub = dataclasses.replace(state, configs=((name, "jamba", {**data, "attn_implementation": "someone/kernel"}),))
+    with pytest.raises(ArtifactError, match=r"names the attention implementation 'someone/kernel', which transformers does not register"):
+        rebuild(hub, weights, classes, "jamba.pt2", "model.layers.0.mamba")

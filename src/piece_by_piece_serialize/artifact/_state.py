@@ -95,10 +95,21 @@ def _rebuilt_config(model_type: str, data: dict[str, Value], source: str, where:
         raise ArtifactError(source, f"{where} holds a transformers config ({model_type}): import transformers before loading, as the model's code does")
     if model_type not in auto.CONFIG_MAPPING:
         raise ArtifactError(source, f"{where} holds a config of model_type {model_type!r}, which transformers does not register")
+    implementation = data.get("attn_implementation")
+    if implementation is not None and implementation not in _attention_implementations():
+        # a name transformers does not have would be looked up elsewhere (a kernel from the Hub) when the code reads it
+        raise ArtifactError(source, f"{where}: its {model_type} config names the attention implementation {implementation!r}, which transformers does not register")
     try:
         return auto.CONFIG_MAPPING[model_type].from_dict(dict(data))
     except Exception as exc:  # transformers refuses the values: the file's, not the loader's, fault
         raise ArtifactError(source, f"{where}: its {model_type} config cannot be rebuilt: {exc}") from None
+
+
+def _attention_implementations() -> set[str]:
+    """The attention implementations transformers has: ``eager`` and those of its registry, if loaded."""
+    utils = sys.modules.get("transformers.modeling_utils")
+    registered = getattr(utils, "ALL_ATTENTION_FUNCTIONS", None)
+    return {"eager", *(registered.keys() if registered is not None else ())}
 
 
 def capture(module: Any) -> ModuleState:
