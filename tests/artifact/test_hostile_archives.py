@@ -394,5 +394,5 @@ def test_a_load_that_fails_late_leaves_no_operator_registered(llama: Path, monke
     with monkeypatch.context() as patch:
         patch.setattr(_runnable.FlatProgramModule, "__init__", broken)
         _refused(llama, "the program model cannot be made runnable: RuntimeError: compiling the program failed")
-    assert set(torch._C._dispatch_get_all_op_names()) == before
+    assert not set(torch._C._dispatch_get_all_op_names()) - before  # only additions: an earlier export may be collected meanwhile
     load_piece_by_piece(llama).close()
