@@ -65,7 +65,7 @@ class Archive:
         self.path = path
         self.size = os.path.getsize(path)
         self.documents: dict[str, Any] = {}
-        self.digests: dict[str, str] = {}  # the SHA-256 of each JSON member read (Note [program digests])
+        self.digests: dict[str, str] = {}  # the SHA-256 of each program document read (Note [program digests])
         self.declared = 0  # bytes the payloads read so far declare: together at most the file's size
         try:
             self.zip = zipfile.ZipFile(path)
@@ -113,9 +113,14 @@ class Archive:
         except Exception as exc:  # zlib.error and kin, raised by a damaged stream; reported, not swallowed
             raise ArtifactError(self.path, f"{member} cannot be read: {type(exc).__name__}: {exc}") from None
 
-    def text(self, member: str, limit: int) -> str:
+    def text(self, member: str, limit: int, digest: bool = False) -> str:
+        """The member as UTF-8 text; with ``digest``, its bytes' SHA-256 kept in ``digests`` (a program document,
+        Note [program digests])."""
+        data = self.read(member, limit)
+        if digest:
+            self.digests[member] = hashlib.sha256(data).hexdigest()
         try:
-            return self.read(member, limit).decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
 
@@ -127,7 +132,7 @@ class Archive:
         once more (the loader reads the top program's calls before torch deserializes it)."""
         found = self.documents.pop(member, None)
         if found is None:
-            found = self.documents[member] = check_program(self.json(member), self.path, member)
+            found = self.documents[member] = check_program(self.json(member, digest=True), self.path, member)
         return found
 
     def namespace(self) -> str:
@@ -138,13 +143,9 @@ class Archive:
             digest.update(f"{info.filename}\0{info.file_size}\0{info.CRC}\0".encode())
         return "pbp_" + digest.hexdigest()[:20]
 
-    def json(self, member: str, limit: int = MAX_PROGRAM_BYTES) -> Any:
-        data = self.read(member, limit)
-        self.digests[member] = hashlib.sha256(data).hexdigest()
+    def json(self, member: str, limit: int = MAX_PROGRAM_BYTES, digest: bool = False) -> Any:
         try:
-            return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
-        except UnicodeDecodeError:
-            raise ArtifactError(self.path, f"{member} is not UTF-8 text") from None
+            return json.loads(self.text(member, limit, digest), parse_constant=_no_constant)
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
         except MemoryError:

@@ -87,6 +87,7 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
         )
     programs: dict[str, Any] = {"model": _without_examples(program)}
     documents: dict[str, bytes] = {}  # each program's document, serialized once: digested, then written as it is
+    digests: dict[str, str] = {}  # each document's SHA-256, by program name
     by_digest: dict[str, str] = {}  # pieces whose programs serialize to the same bytes share one
     by_object: dict[int, str] = {}  # identical pieces share one program object (Note [shared programs]): serialized once
     operators = []
@@ -97,18 +98,18 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
             name = by_object.get(id(piece.program))
             if name is None:
                 document = _document(piece.program)
-                name = by_object[id(piece.program)] = by_digest.setdefault(hashlib.sha256(document).hexdigest(), f"piece_{len(by_digest)}")
+                digest = hashlib.sha256(document).hexdigest()
+                name = by_object[id(piece.program)] = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
                 if name not in programs:
-                    documents[name], programs[name] = document, _without_examples(piece.program)
+                    documents[name], digests[name], programs[name] = document, digest, _without_examples(piece.program)
         state = None if name is not None else capture(piece.module)
         key = piece.program_key if name is not None else None
         operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))
     written = {k: on_cpu(v) for k, v in programs.items()} if streamed else programs
-    if streamed:  # the documents written are those of the programs moved to the CPU
-        documents = {k: _document(v) for k, v in written.items()}
-    else:
-        documents["model"] = _document(programs["model"])
-    digests = {k: hashlib.sha256(v).hexdigest() for k, v in documents.items()}
+    # the documents written are those of the programs moved to the CPU when streamed: digested again
+    for name in written if streamed else ["model"]:
+        documents[name] = _document(written[name])
+        digests[name] = hashlib.sha256(documents[name]).hexdigest()
     operators = [dataclasses.replace(o, digest=None if o.program is None else digests[o.program]) for o in operators]
     top = record_of(call, "the model")
     manifest = Manifest(namespace, qualified(model_class), "model", top, tuple(operators), torch.__version__, digests["model"])
