@@ -34,6 +34,7 @@ Imports: :mod:`._errors`, :mod:`._rules`, :mod:`..sym_expr`; torch on use (its s
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import enum
 import json
@@ -287,11 +288,13 @@ def _node(data: dict[str, Any]) -> None:
 # expression text at all, and builds from the same objects sympify would have made (tests/sym_expr checks they
 # are equal on every expression of the tiny models' exports). An equal text, which recurs across a program's
 # nodes, is read once: the texts read so far in the document being checked are in _READ.
-_READ: list[dict[str, Any]] = []  # one table per check_program under way (the innermost last)
+# (the checkers are made once per process: the table of the document under way is the context's, so that loads
+# in two threads each see their own)
+_READ: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("pbp_expressions_read")
 
 
 def _sym_expr(data: dict[str, Any]) -> None:
-    text, read = data["expr_str"], _READ[-1]
+    text, read = data["expr_str"], _READ.get()
     if text not in read:
         try:
             read[text] = read_sym_expr(text)
@@ -306,7 +309,7 @@ def _exported_program(data: dict[str, Any]) -> None:
     if bad is not None:
         raise _Bad(f"has the guard {bad[:80]!r}, which is not a comparison of sizes", ".guards_code")
     # after the fields: a range may be keyed by any expression the walk read
-    problem = _range_constraints_problem(data.get("range_constraints", {}), _READ[-1].values())
+    problem = _range_constraints_problem(data.get("range_constraints", {}), _READ.get().values())
     if problem is not None:
         raise _Bad(problem, ".range_constraints")
 
@@ -395,7 +398,7 @@ def check_program(data: Any, source: str, member: str) -> Any:
     it with the metadata torch would resolve by name removed. Raises :class:`ArtifactError` naming ``member``."""
     from torch._export.serde import schema
 
-    _READ.append({})
+    token = _READ.set({})
     try:
         _checker(schema.ExportedProgram)(data, 0)
     except _Bad as bad:
@@ -403,7 +406,7 @@ def check_program(data: Any, source: str, member: str) -> Any:
     except RecursionError:
         raise ArtifactError(source, f"{member}: nested too deep") from None
     finally:
-        _READ.pop()
+        _READ.reset(token)
     for node in _all_nodes(data["graph_module"]["graph"]):
         for key in _METADATA_DROPPED & node["metadata"].keys():
             del node["metadata"][key]
