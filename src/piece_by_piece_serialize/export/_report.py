@@ -344,7 +344,7 @@ def _cut_groups(report: ExportReport) -> list[list[str]]:
 def _piece_section(report: ExportReport, group: list[str], programs: dict[int, str]) -> list[str]:
     piece, first = _merge([report.pieces[p] for p in group]), report.pieces[group[0]]
     cls = piece.module_class
-    lines = [f"## `{_paths_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
+    lines = [f"## `{_label(group)}`", "", f"- class: `{cls.__module__}.{cls.__qualname__}`"]
     if len(group) == 1:
         lines.append(f"- operator: `{first.operator}`")
     else:
@@ -378,7 +378,7 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
     elif runs:
-        said = "; ".join(f"the one exported from `{owner}` runs {_paths_label(paths)}" for owner, paths in runs.items())
+        said = "; ".join(f"the one exported from `{owner}` runs {_label(paths)}" for owner, paths in runs.items())
         lines.append(f"- own programs: {said}")
     if piece.onnx_max_abs_diff is not None:
         lines.append(f"- onnxruntime against eager: max \\|diff\\| {_number(piece.onnx_max_abs_diff)}")
@@ -434,20 +434,9 @@ def _foldable(a: str, b: str) -> bool:
     return head_a == head_b and tail_a.isdigit() and tail_b.isdigit()
 
 
-def _label(names: Sequence[str]) -> str:
-    if len(names) == 1:
-        return names[0]
-    head, _, _ = names[0].rpartition(".")
-    numbers = [int(n.rpartition(".")[2]) for n in names]
-    prefix = f"{head}." if head else ""
-    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
-        return f"{prefix}{numbers[0]}-{numbers[-1]} (x{len(names)})"
-    return f"{prefix}{{{','.join(map(str, numbers))}}} (x{len(names)})"
-
-
-def _paths_label(paths: Sequence[str]) -> str:
-    """Dotted paths that differ in one numeric part as one (``model.layers.0-2.linear_attn (x3)``), as
-    :func:`_label` writes siblings; listed otherwise."""
+def _label(paths: Sequence[str]) -> str:
+    """Dotted paths that differ in one numeric part as one: siblings (``layers.0-2 (x3)``, ``{0,2}`` when not
+    consecutive) and the same piece of each (``model.layers.0-2.linear_attn (x3)``); listed otherwise."""
     if len(paths) == 1:
         return paths[0]
     parts = [p.split(".") for p in paths]  # dotted module paths, as torch writes them
