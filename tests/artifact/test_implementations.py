@@ -130,6 +130,35 @@ def test_a_piece_holding_a_transformers_config_is_rebuilt_from_its_class_in_a_fr
     assert out.returncode == 0, out.stderr[-3000:]
     with torch.no_grad():
         torch.testing.assert_close(torch.load(tmp_path / "got.pt"), model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+    _hostile_configs_are_refused(tmp_path / "jamba.pt2", tmp_path)
+
+
+def _hostile_configs_are_refused(path: Path, tmp_path: Path) -> None:
+    # the carried config is the file's: a model_type transformers does not register, or an attention implementation
+    # it does not have (a Hub kernel's name), is refused with the file named, and nothing stays registered
+    from transformers.activations import SiLUActivation
+    from transformers.models.jamba.modeling_jamba import JambaMambaMixer, JambaRMSNorm
+
+    cases = {
+        "no_such_model": (lambda c: c.__setitem__(1, "no_such_model"), "holds a config of model_type 'no_such_model', which transformers does not register"),
+        "kernel": (lambda c: c[2]["dict"].append(["attn_implementation", "someone/kernel"]), "names the attention implementation 'someone/kernel'"),
+    }
+    for name, (change, message) in cases.items():
+        with zipfile.ZipFile(path) as old, zipfile.ZipFile(tmp_path / f"{name}.pt2", "w") as new:
+            for info in old.infolist():
+                data = old.read(info)
+                if info.filename.endswith("pbp_manifest.json"):
+                    manifest = json.loads(data)
+                    (config,) = manifest["operators"][0]["state"]["configs"]
+                    config[2]["dict"] = [kv for kv in config[2]["dict"] if kv[0] != "attn_implementation"]
+                    change(config)
+                    data = json.dumps(manifest).encode()
+                new.writestr(info, data)
+        before = {n for n in torch._C._dispatch_get_all_op_names() if n.startswith("pbp_")}
+        with pytest.raises(ArtifactError, match=message) as refused:
+            load_piece_by_piece(tmp_path / f"{name}.pt2", implementations=[JambaMambaMixer, JambaRMSNorm, SiLUActivation])
+        assert refused.value.path == str(tmp_path / f"{name}.pt2")
+        assert not {n for n in torch._C._dispatch_get_all_op_names() if n.startswith("pbp_")} - before
 
 
 def test_a_config_is_rebuilt_by_the_class_transformers_registers_for_its_type_and_no_other() -> None:
