@@ -298,3 +298,33 @@ def test_a_class_name_that_names_two_classes_is_refused() -> None:
 def test_errors_of_replace_are_named_after_it() -> None:
     with pytest.raises(ValueError, match=r"^replace_with_custom_ops: 'no namespace::blocks__0' is not an operator name"):
         replace_with_custom_ops(Tower(), torch.nn.Sequential, "no namespace")
+
+
+def test_a_program_calling_the_operator_keeps_nothing_of_its_calls() -> None:
+    """Note [eager results]: the kernel leaves its objects for the wrapper only; a program calls the operator
+    itself, and before, every call's outputs stayed on the stack for good (a decode loop kept every step)."""
+    import gc
+    import weakref
+
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+
+        def forward(self, x: Any) -> Any:
+            return self.inner(x)
+
+    model = Outer().eval()
+    model.inner = as_custom_op(model.inner, next(_names))
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        model(x)  # calibration: the wrapper takes the kernel's objects
+    runnable = torch.export.export(model, (x,)).module()
+    outputs = []
+    with torch.no_grad():
+        for _ in range(3):
+            out = runnable(x)
+            outputs.append(weakref.ref(out))
+            del out
+    gc.collect()
+    assert [ref() for ref in outputs] == [None, None, None]

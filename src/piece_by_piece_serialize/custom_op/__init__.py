@@ -60,7 +60,9 @@ call. So the kernel leaves them on a stack and the wrapper takes them, but only 
 operator returned are the very objects the kernel returned (identity, checked element by element);
 under fake tensors, or if anything came between, the wrapper rebuilds from the tensors as before.
 The stack is popped right after each operator call, so a nested call of the same operator (a module
-calling itself) pairs with its own entry.
+calling itself) pairs with its own entry. Only a call through the wrapper pushes (it counts its calls under
+way): a program calls the operator itself, and nothing would pop what its calls pushed (a decode loop of an
+export's ``module()`` kept every step's outputs and caches, and the checks of an export all of theirs).
 
 Note [learned shapes]
 ~~~~~~~~~~~~~~~~~~~~~
@@ -162,6 +164,7 @@ class _Op:
         self.kernel_state: dict[str, _KernelState] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
+        self.waiting = 0  # wrapper calls under way: only they take the results (a program calls the operator too)
         # the ignores: torch.library.Library's methods carry no annotations
         self.lib = torch.library.Library(name.namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
         # Note [weights as inputs]: with weights, the schema takes the module's parameters and buffers too
@@ -205,6 +208,13 @@ class _Op:
         return lambda *a, **k: torch.func.functional_call(original, dict(zip(names, weights, strict=True)), a, k)
 
     def _real(self, tensors: list[Any], *rest: Any) -> list[Any]:
+        out, values = self._kernel(tensors, *rest)
+        if self.waiting:  # Note [eager results]: a program's call would leave its results on the stack for good
+            self.results.append((out, values))
+        return out
+
+    def _kernel(self, tensors: list[Any], *rest: Any) -> tuple[list[Any], tuple[Any, ...]]:
+        """The module run on an operator call: the flat outputs, and the objects they come from."""
         weights, key = (None, rest[0]) if len(rest) == 1 else rest
         state = self.kernel_state.get(key)
         if state is None:
@@ -245,8 +255,7 @@ class _Op:
                 call.rules = None
         if found:
             self._cut(call, found, tensors, output, caches)
-        self.results.append((out, (output, *caches)))
-        return out
+        return out, (output, *caches)
 
     def _cut(self, call: Call, found: dict[int, Any], tensors: Sequence[Any], output: Any, caches: Sequence[Any]) -> None:
         """Give ``call`` its cut twin when its first call touched only some cache layers (Note [cut calls])."""
@@ -264,8 +273,7 @@ class _Op:
         from torch._subclasses.fake_tensor import FakeTensor
 
         if _Eager.depth or not any(isinstance(t, FakeTensor) for t in tensors):  # Note [eager calls without values]
-            out = self._real(tensors, *rest)
-            self.results.pop()  # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
+            out = self._kernel(tensors, *rest)[0]  # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
             # a fake kernel may not return its inputs (unchanged cache tensors, for one)
             return [t.clone() if any(t is x for x in tensors) else t for t in out]
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
@@ -347,7 +355,11 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     else:
         site, tensors = found
         known, key = site.call, site.key
-    out = op.op(tensors, op.weights_of(), key) if op.weight_names is not None else op.op(tensors, key)
+    op.waiting += 1
+    try:
+        out = op.op(tensors, op.weights_of(), key) if op.weight_names is not None else op.op(tensors, key)
+    finally:
+        op.waiting -= 1
     kept = op.results.pop() if op.results else None
     values = None
     if kept is not None and len(kept[0]) == len(out) and all(map(operator.is_, kept[0], out)):  # lengths compared first
