@@ -158,3 +158,33 @@ def test_an_unbounded_dim_whose_constraint_breaks_is_blamed_without_crashing() -
     x = torch.randn(200, 4)
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_point_whose_inputs_exceed_check_bytes_is_checked_at_the_largest_size_within_it() -> None:
+    batch = Dim("batch", min=4, max=64)
+    x = torch.randn(4, 4)  # 16 bytes a row: 64 rows take 1 KiB, over a limit of 640 B (40 rows)
+    result = export_piece_by_piece(UsesHalfLength().eval(), (x,), dynamic_shapes=({0: batch},), strict=False, check_bytes=640)
+    assert result.report.notes[-1] == (
+        "the program checked at 2 more points of the declared ranges (batch: 34, 40); batch=64 not checked: its "
+        "inputs would take 1.0 KiB, over the checks' limit of 640 B (give a larger check_bytes= to check it); "
+        "checked at batch=40 instead"
+    )
+    assert result.report.refused[1] == "at batch=40 the program's output tensor 0 is torch.float32 (4, 4) where eager gives torch.float32 (40, 4)"
+    whole = export_piece_by_piece(UsesHalfLength().eval(), (x,), dynamic_shapes=({0: batch},), strict=False, check_bytes=1024)
+    assert "the program checked at 2 more points of the declared ranges (batch: 34, 64)" in whole.report.notes  # 1 KiB: within
+
+
+def test_a_limit_below_the_example_moves_every_larger_point_nowhere_and_says_so() -> None:
+    batch = Dim("batch", min=2, max=16)
+    result = export_piece_by_piece(SumsRows().eval(), (torch.randn(4, 4),), dynamic_shapes=({0: batch},), check_bytes=32)
+    assert result.report.notes[-1] == (
+        "the program checked at 1 more points of the declared ranges (batch: 2); batch=9 not checked: its inputs "
+        "would take 144 B, over the checks' limit of 32 B (give a larger check_bytes= to check it); batch=16 not "
+        "checked: its inputs would take 256 B, over the checks' limit of 32 B (give a larger check_bytes= to check it)"
+    )
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1 GB"])
+def test_check_bytes_must_be_a_count_of_bytes(bad: Any) -> None:
+    with pytest.raises(PieceByPieceExportError, match=r"check_bytes must be an int >= 0 \(bytes\) or None, not"):
+        export_piece_by_piece(SumsRows().eval(), (torch.randn(4, 4),), check_bytes=bad)

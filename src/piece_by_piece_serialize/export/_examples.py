@@ -40,6 +40,16 @@ example's sizes. A point eager refuses is out of the model's own range and skipp
 the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
 other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix.
 
+Note [checks in bounded memory]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The end of a declared range may be far beyond anything the machine holds: a ``past`` declared up to 131,072
+positions is a cache of 86 GB for a 70B-shaped model at batch 2, and even a 4,096-position cache, held four
+times over by a check (the inputs, eager's outputs, the program's, the calls recorded for the pieces' own
+programs), made the range checks the largest cost of an export (issue 28). So a point of a range whose inputs
+would take more than the checks' limit (``check_bytes``: by default 1/32 of the model's weights, at least
+64 MiB) is checked instead at the largest size whose inputs fit, and the report says which point was moved,
+what it would have taken and how to check it (a larger ``check_bytes``): never skipped in silence.
+
 Imports: :mod:`..custom_op` (the call structure), :mod:`..serialize`; torch on use.
 """
 
@@ -473,6 +483,37 @@ def _size_of(spec: Any, sizes: Mapping[str, int], current: int, name: str) -> in
 
 # ---------------------------------------------------------------------------------------------------
 # the declared ranges (Note [every declared range])
+
+
+def input_bytes(example: Example, specs: Sequence[DimSpec | None], sizes: Mapping[str, int], partition: Partition | None = None) -> int:
+    """The bytes of ``example``'s distinct tensors with the dimensions named in ``sizes`` at those sizes, as
+    :func:`resized` makes them, without making them."""
+    seen: set[int] = set()
+    total = 0
+    for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True)):
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        n = 1
+        for d, length in enumerate(t.shape):
+            spec = (dims or {}).get(d)
+            n *= int(length) if spec is None else _size_of(spec, sizes, int(length), _name(spec, i, d, partition))
+        total += n * t.element_size()
+    return total
+
+
+def largest_within(example: Example, specs: Sequence[DimSpec | None], name: str, size: int, limit: int, partition: Partition | None = None) -> int | None:
+    """The largest size of dimension ``name`` between the example's and ``size`` at which the example's tensors
+    take at most ``limit`` bytes (Note [checks in bounded memory]); None if none above the example's does."""
+    old = groups(example, specs, partition)[name][0]
+    low, high = old, size  # the bytes grow with the size: the largest one within the limit, by bisection
+    while low < high:
+        middle = (low + high + 1) // 2
+        if input_bytes(example, specs, {name: middle}, partition) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low if low > old else None
 
 
 def range_points(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None = None) -> list[dict[str, int]]:

@@ -48,7 +48,7 @@ from ._alone import (
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, groups, range_points, resized, size_partition
+from ._examples import DimSpec, Example, describe, groups, input_bytes, largest_within, range_points, resized, size_partition
 from ._flat import FlatCall
 from ._record import Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
@@ -76,8 +76,10 @@ class Job:
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
     def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str],
-                 verdict: Verdict | None = None, unchecked: str | None = None) -> None:  # fmt: skip
+                 verdict: Verdict | None = None, unchecked: str | None = None, check_bytes: int | None = None) -> None:  # fmt: skip
         self.model = model
+        # the most bytes a point of the declared ranges may take in inputs (Note [checks in bounded memory])
+        self.check_bytes = check_bytes
         self.verdict = verdict or Verdict(None, None)  # every comparison with eager (Note [the verdict])
         self.unchecked = unchecked  # why values are not compared with eager (Note [exports without values])
         self.examples = examples
@@ -251,9 +253,9 @@ class Job:
         from torch.export.dynamic_shapes import _DimHint, _DimHintType
 
         first = self.examples[0]
-        points = range_points(first, self.specs, partition)
+        points, moved = self._affordable(range_points(first, self.specs, partition), partition, label)
         if not points:
-            return None
+            return "; ".join(moved) or None
         _log.info("checking the program against the model at %s of the declared ranges", _count(len(points), "point"))
         accepted: dict[str, list[int]] = {}
         refused: dict[str, list[tuple[int, str]]] = {}
@@ -264,16 +266,18 @@ class Job:
             if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
                 tries.append(({by_size[name]: size}, by_size))
             for sized, grouping in tries:
+                where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
+                # one thing at a time beside the point's inputs (Note [checks in bounded memory]): the calls the
+                # own programs' check records, then eager's outputs and the program's, on the inputs themselves
                 try:  # a cache may refuse sizes its tensors must share before the model does
                     example = describe(*resized(first, self.specs, sized, grouping))
+                    self._check_own_at(example, where)  # runs the model (its pieces eagerly) on a copy: may refuse too
                     want = eager(example)
                 except Exception as exc:  # out of the model's own range: not the program's business (Note [every declared range])
                     refused.setdefault(name, []).append((size, Failure.of(exc).message))
                     continue
                 accepted.setdefault(name, []).append(size)
-                where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
-                self._check_point(example, want, where, names)
-                self._check_own_at(example, where)
+                self._check_point(example, want, where, names, last=True)
                 break
         for name, (old, spec) in groups(first, self.specs, partition).items():
             hint = isinstance(spec, _DimHint)
@@ -287,14 +291,38 @@ class Job:
                     self.report(None, "automatic"),
                 )
         skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
-        return f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
+        return "; ".join([f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
             f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
-        ) + (f"; {skipped} the model itself refuses" if skipped else "")
+        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved])
 
-    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
+    def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
+        """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
+        size within it (Note [checks in bounded memory]), and what the report says of each moved."""
+        if self.check_bytes is None:
+            return points, []
+        first, kept, moved = self.examples[0], [], []
+        for point in points:
+            ((name, size),) = point.items()
+            need = input_bytes(first, self.specs, point, partition)
+            if need <= self.check_bytes:
+                kept.append(point)
+                continue
+            instead = largest_within(first, self.specs, name, size, self.check_bytes, partition)
+            if instead is not None and {name: instead} not in points and {name: instead} not in kept:
+                kept.append({name: instead})
+            moved.append(
+                f"{label(name)}={size} not checked: its inputs would take {_mib(need)}, over the checks' limit of "
+                f"{_mib(self.check_bytes)} (give a larger check_bytes= to check it)"
+                + (f"; checked at {label(name)}={instead} instead" if instead is not None else "")
+            )
+        return kept, moved
+
+    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None, last: bool = False) -> None:
+        """The program against eager's ``want`` on ``example``; on a copy, as it may write into a cache in place
+        (a StaticCache's layers do, through their operators), unless this is the ``last`` use of ``example``."""
         try:
-            with torch.no_grad():  # on a copy: a program may change a cache in place
-                got = self.runnable(*contiguous(make_copy(list(example.tensors))))
+            with torch.no_grad():
+                got = self.runnable(*contiguous(example.tensors if last else make_copy(list(example.tensors))))
         except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
             self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
             return
@@ -462,6 +490,14 @@ def _total(*seconds: float | None) -> float | None:
     """A piece's time: its share of the attempt that cut it and its own export (automatic mode has both)."""
     known = [s for s in seconds if s is not None]
     return sum(known) if known else None
+
+
+def _mib(n: int) -> str:
+    """Bytes for a reader: ``640 B``, ``3.5 KiB``, ``64.0 MiB``, ``2.1 GiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n} B"
 
 
 def _sizes(sizes: list[int]) -> str:
