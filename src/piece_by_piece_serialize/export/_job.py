@@ -160,7 +160,7 @@ class Job:
                 return program
             failure = Failure.of(exc)
             blamed = watch.blame(exc)
-            new = [p for p in blamed if p and not self.covered(p)]
+            new = _outermost([p for p in blamed if p and not self.covered(p)])
             self.attempts.append(Attempt(number, seconds, failure, tuple(new)))
             _log.info("attempt %d: failed in %.1f s (%s); next behind operators: %s", number, seconds, failure.kind, ", ".join(new) or "nothing more")
             if not new:
@@ -229,7 +229,7 @@ class Job:
                     got = flat_result(path, recorded)
                     worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", piece_output_names(recorded)))
                     n += 1
-            out[path] = (worst, n)
+            out[path] = (worst if n else None, n)  # no call, nothing compared: not a difference of 0
         return out
 
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float | None:
@@ -312,7 +312,7 @@ class Job:
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
-            if not calls:  # MiniMax's lightning attention, cut with its norm: recorded neither (a piece in a piece)
+            if not calls:  # a piece the examples never call: the report says its check did not run either
                 out[path] = (None, Failure(OTHER, "not exported alone: no call of it was recorded"), 0.0, None, None)
                 continue
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
@@ -495,6 +495,14 @@ def _copy_with(model: torch.nn.Module, wrappers: dict[str, Any]) -> torch.nn.Mod
         copied(parent_path)._modules[name] = wrapper
     root: torch.nn.Module = copies[""]
     return root
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """``paths`` less those inside another of them, as ``classes=`` chooses (``submodules_of``): a module blamed
+    with one inside it goes behind one operator, which hides both guards. An operator inside another's module
+    is never called (that operator runs the module it wraps, not the copy holding the inner one), so the pair
+    made neither piece's calls recorded and each check ran on none."""
+    return [p for p in paths if not any(p.startswith(q + ".") for q in paths)]  # dotted paths, not a language
 
 
 def _ancestors(path: str) -> list[str]:
