@@ -234,3 +234,49 @@ def test_minimaxs_lightning_attention_is_cut_without_its_norm_and_checked_on_its
     x = tiny.ids(11, 3, seed=3)
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+
+
+class Picker(torch.nn.Module):
+    """Picks the two largest features of each row with grad off, as LongCat-Flash's router picks its experts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def pick(self, x: Any) -> Any:
+        return x.topk(2, dim=-1)[1]
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x).gather(1, self.pick(x))
+
+
+class WithPicker(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.picker = Picker()
+
+    def forward(self, x: Any) -> Any:
+        return self.picker(x * 2) + 1
+
+
+@pytest.mark.parametrize("classes", [None, "Picker"], ids=["whole", "piece"])
+def test_a_model_that_turns_grad_off_inside_itself_saves_an_archive_its_load_accepts(classes: Any, tmp_path: Path) -> None:
+    # exported with grad on, the program (the model's, or the piece's own) held torch's wrap_with_set_grad_enabled
+    # and its nested graph: save wrote it, and the load refused the file ('"" is not an ASCII identifier')
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    torch.manual_seed(0)
+    model = WithPicker().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},), classes=classes)
+    programs = [result.program] + [p.program for p in result.pieces.values() if p.program is not None]
+    assert len(programs) == (1 if classes is None else 2)
+    for program in programs:
+        assert not any(n.op == "get_attr" for n in program.graph.nodes)  # no nested graph
+    result.save(tmp_path / "picker.pt2")
+    loaded = load_piece_by_piece(tmp_path / "picker.pt2")
+    with torch.no_grad():
+        for n in (1, 7):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
+    result.close()

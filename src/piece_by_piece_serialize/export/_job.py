@@ -19,9 +19,7 @@ torch.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import itertools
 import logging
 import secrets
@@ -41,9 +39,9 @@ from ._alone import (
     contiguous,
     described_calls,
     export_alone,
+    export_program,
     flat_result,
     piece_output_names,
-    quiet,
     worse,
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
@@ -139,10 +137,9 @@ class Job:
 
         watch.heartbeat = heartbeat
         try:
-            # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
-            # attempt's failure is the search's business and goes into the report instead
-            with watch.watching(), contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
-                program = torch.export.export(self.flat, contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
+            # an attempt's failure is the search's business and goes into the report, not torch's printing
+            with watch.watching():
+                program = export_program(self.flat, contiguous(self.examples[0].tensors), shapes)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
             self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]
