@@ -280,3 +280,52 @@ def test_a_model_that_turns_grad_off_inside_itself_saves_an_archive_its_load_acc
             x = torch.randn(n, 4)
             torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
     result.close()
+
+
+class Signed(torch.nn.Module):
+    """Branches on the sum of its output against ``threshold``: a data-dependent branch, alone as in the model."""
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__()
+        self.lin, self.threshold = torch.nn.Linear(4, 4), threshold
+
+    def forward(self, x: Any) -> Any:
+        h = self.lin(x)
+        return h * 2 if h.sum() > self.threshold else h - 1
+
+
+class Signs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Signed(0.0), Signed(0.0), Signed(0.0), Signed(0.5)])
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_identical_pieces_that_fail_alone_share_one_failed_export(monkeypatch: Any) -> None:
+    # layers 0-2 are identical (class, weights' shapes, threshold, calls); layer 3 reads another threshold. Each
+    # of the four was exported alone, and failed the same way: now layers 1 and 2 take layer 0's failure
+    exports: list[Any] = []
+    export = torch.export.export
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        exports.append(args[0])
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counted)
+    torch.manual_seed(0)
+    model = Signs().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},))
+    assert result.report.behind_operators == ["layers.0", "layers.1", "layers.2", "layers.3"]
+    assert len(exports) - len(result.report.attempts) == 2  # layer 0 and layer 3 alone (before: all four)
+    failures = [result.pieces[f"layers.{i}"].own_export_failure for i in range(4)]
+    assert all(f is not None and f.kind == "data-dependent guard" for f in failures)
+    assert failures[1] == failures[2] == failures[0]
+    assert _own_column(result.report)[0] == "no own program: the same failure alone"
+    with torch.no_grad():
+        for n in (1, 5):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)

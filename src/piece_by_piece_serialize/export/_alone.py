@@ -139,10 +139,17 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     return program, None, seconds, worst, described[0].key
 
 
+@dataclasses.dataclass(frozen=True)
+class RefusedCall(Failure):
+    """Why a piece's own program is not kept: torch exported it, and it failed on one of the piece's recorded
+    calls. An identical piece, whose calls are its own, may pass: this failure is not shared (Note [shared
+    programs] in :mod:`._reuse`), where one of torch.export itself is."""
+
+
 def _refusing(exc: BaseException) -> Failure:
     """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
     failure = Failure.of(exc)
-    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
+    return RefusedCall(**{**dataclasses.asdict(failure), "message": f"its program fails on one of its recorded calls: {failure.message}"})
 
 
 def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],

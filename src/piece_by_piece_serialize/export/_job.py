@@ -34,6 +34,7 @@ from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_o
 from ..custom_op._calls import flat_outputs
 from ..serialize import make_copy
 from ._alone import (
+    RefusedCall,
     as_carried,
     check_alone,
     contiguous,
@@ -302,10 +303,11 @@ class Job:
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
         """Each piece exported alone on its recorded calls (in both modes), or given the program of an identical
-        piece exported before it (Note [shared programs]): program, failure, time, max |diff|, and the key of the
-        call structure the program computes."""
+        piece exported before it, or the failure of an identical piece torch.export failed on alone (Note [shared
+        programs]): program, failure, time, max |diff|, and the key of the call structure the program computes."""
         out = self.own = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
+        failed: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces torch.export failed on alone
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
@@ -338,12 +340,19 @@ class Job:
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
+                twin = next((d for d, m, dd, ds in failed if reusable(m, module, calls, dd[0], described[0], ds, specs)), None)
+                if twin is not None:  # its export alone would trace the same code the same way and fail as its twin's
+                    out[path] = (None, out[twin][1], time.perf_counter() - start, None, None)
+                    _log.info("piece %d/%d, %s: no program of its own, as %s, an identical piece", number, len(self.wrappers), path, twin)
+                    continue
                 out[path] = export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
-                failed = out[path][1]
+                elif not isinstance(out[path][1], RefusedCall):
+                    failed.append((path, module, described, specs))
+                failure = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
-                          "exported alone" if failed is None else f"no program of its own ({failed.kind})", out[path][2])  # fmt: skip
+                          "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
 
     def _check_own_at(self, example: Example, where: str) -> None:
