@@ -8,8 +8,8 @@ dicts), and each piece is replaced in its parent's copy by its :func:`..custom_o
 whose operator runs the user's own module. Before each attempt the copy is called on every example on the
 tracing path (Note [the tracing path]): the operators learn their output shapes (Note [learned shapes]), and
 the pieces' calls are recorded for the checks. Without ``classes``, the first attempt has no piece; each
-failed attempt puts the modules blamed for it (Note [blame]) behind operators, replacing any piece inside
-them, and the next attempt says whether that was enough. An attempt whose failure cannot be blamed on a
+failed attempt puts the modules blamed for it (Note [blame]) behind operators, the outermost of them only
+(as ``classes=`` chooses), replacing any piece inside them, and the next attempt says whether that was enough. An attempt whose failure cannot be blamed on a
 module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
