@@ -207,7 +207,7 @@ def test_a_piece_behind_an_operator_with_no_recorded_call_is_reported_not_checke
     from piece_by_piece_serialize.export import ExportReport, Piece, PieceStatus
 
     root = Piece("", WithGated, PieceStatus.CHILDREN_BEHIND_OPERATORS, max_abs_diff=0.0, checked_calls=1, passed=True)
-    piece = Piece("gated", Gated, PieceStatus.BEHIND_OPERATOR, "pbp_x::gated", checked_calls=0)
+    piece = Piece("gated", Gated, PieceStatus.BEHIND_OPERATOR, "pbp_x::gated", checked_calls=0, not_checked="no call of it was recorded")
     report = ExportReport(WithGated, "automatic", root, {"gated": piece}, {"": ["gated"]})
     line = next(line for line in str(report).splitlines() if "behind an operator" in line)
     assert "not run: no call of it was recorded" in line and "|d| 0" not in line

@@ -9,8 +9,9 @@ whose operator runs the user's own module. Before each attempt the copy is calle
 tracing path (Note [the tracing path]): the operators learn their output shapes (Note [learned shapes]), and
 the pieces' calls are recorded for the checks. Without ``classes``, the first attempt has no piece; each
 failed attempt puts the modules blamed for it (Note [blame]) behind operators, the outermost of them only
-(as ``classes=`` chooses), replacing any piece inside them, and the next attempt says whether that was enough. An attempt whose failure cannot be blamed on a
-module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
+(as ``classes=`` chooses), replacing any piece inside them, and the next attempt says whether that was
+enough. An attempt whose failure cannot be blamed on a module not yet behind an operator ends the search
+with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
 package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program);
@@ -459,6 +460,7 @@ class Job:
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
                 program, failure, own_failure, _total(share, own_seconds), diff, n,
                 outputs=self.verdict.of(path), passed=self.verdict.passed(path),
+                not_checked="no call of it was recorded" if path in checks and not n else None,
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
