@@ -3,7 +3,8 @@
 Each family computes its experts through transformers' ``grouped_mm`` experts, which under ``torch.export`` call
 the custom operator ``transformers::grouped_mm_fallback``: four experts, two per token, so that a short prompt
 leaves some expert without a token. Two layers; a family whose first layer is dense (DeepSeek-V3, GLM-4-MoE)
-has one dense and one mixture layer. Used by the ONNX tests and bench/onnx_moe_families.py.
+has one dense and one mixture layer. Used by the ONNX tests and bench/onnx_moe_families.py. LongCat-Flash
+(:func:`longcat_flash`) is apart: its experts loop over the experts chosen, in Python, a branch on the data.
 """
 
 from __future__ import annotations
@@ -35,3 +36,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
 def moe(family: str) -> Any:
     """The tiny model of ``family`` (a key of :data:`FAMILIES`)."""
     return tiny._causal(tiny.config(family, **FAMILIES[family]))
+
+
+def longcat_flash() -> Any:
+    """A tiny LongCat-Flash: one decoder layer (two attention sublayers, two cache layers), its experts four
+    routed and two zero (identity) experts, two per token, chosen in a Python loop over the experts hit."""
+    return tiny._causal(tiny.config(
+        "longcat_flash", num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
+        v_head_dim=8, n_routed_experts=4, moe_topk=2, zero_expert_num=2, expert_ffn_hidden_size=16,
+    ))  # fmt: skip

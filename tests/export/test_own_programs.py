@@ -156,9 +156,68 @@ def test_the_markdown_page_has_a_section_for_the_pieces_of_folded_modules_and_sa
     assert "- own programs: the one exported from `blocks.0.inner` runs blocks.0-2.inner (x3)" in page
 
 
-def test_a_piece_with_no_recorded_call_says_so_instead_of_crashing_the_export() -> None:
-    # MiniMax's lightning attention is cut with its norm inside it, and the calls of neither are recorded (a piece
-    # in a piece); exporting it alone raised IndexError out of export_piece_by_piece
+class Halves(torch.nn.Module):
+    """A guard on the length in its own code: doubles from 6 on."""
+
+    def forward(self, x: Any) -> Any:
+        return x * 2 if x.shape[1] > 5 else x - 1
+
+
+class Gated(torch.nn.Module):
+    """A guard on the length in its own code, and Halves inside it with another: one attempt blames both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halves, self.lin = Halves(), torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        y = self.halves(self.lin(x))
+        return y.cumsum(1) if x.shape[1] <= 8 else y + 1
+
+
+class WithGated(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gated = Gated()
+
+    def forward(self, x: Any) -> Any:
+        return self.gated(x) * 3
+
+
+def test_a_module_blamed_with_one_inside_it_goes_behind_one_operator_whose_calls_are_checked() -> None:
+    # both guards fail in attempt 1; both modules went behind operators, the inner one inside the outer one, and
+    # the calls of neither were recorded: the report said "|d| 0" for gated, checked on 0 calls
+    torch.manual_seed(0)
+    model = WithGated().eval()
+    result = export_piece_by_piece(model, (torch.randn(2, 6, 4),), dynamic_shapes=({1: Dim("seq", min=2, max=32)},))
+    assert result.report.attempts[0].cut == ("gated",)
+    assert result.report.behind_operators == ["gated"]
+    piece = result.pieces["gated"]
+    assert piece.checked_calls == 2 and piece.max_abs_diff == 0.0 and piece.passed is True  # one call per example
+    assert piece.not_checked is None and piece.to_dict()["not_checked"] is None
+    with torch.no_grad():
+        for n in (3, 6, 20):
+            x = torch.randn(2, n, 4)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+def test_a_piece_behind_an_operator_with_no_recorded_call_is_reported_not_checked_rather_than_equal() -> None:
+    # a difference of 0 on 0 calls is a number computed from nothing: each form of the report says the check
+    # did not run, and why
+    from piece_by_piece_serialize.export import ExportReport, Piece, PieceStatus
+
+    root = Piece("", WithGated, PieceStatus.CHILDREN_BEHIND_OPERATORS, max_abs_diff=0.0, checked_calls=1, passed=True)
+    piece = Piece("gated", Gated, PieceStatus.BEHIND_OPERATOR, "pbp_x::gated", checked_calls=0, not_checked="no call of it was recorded")
+    report = ExportReport(WithGated, "automatic", root, {"gated": piece}, {"": ["gated"]})
+    line = next(line for line in str(report).splitlines() if "behind an operator" in line)
+    assert "not run: no call of it was recorded" in line and "|d| 0" not in line
+    assert "- checked through its operator against its module: not run: no call of it was recorded" in report.to_markdown()
+    assert report.to_dict()["tree"]["children"][0]["not_checked"] == "no call of it was recorded"
+
+
+def test_minimaxs_lightning_attention_is_cut_without_its_norm_and_checked_on_its_calls() -> None:
+    # MiniMax's lightning attention was cut with its norm inside it, and the calls of neither were recorded (a
+    # piece in a piece): exporting it alone raised IndexError, then the report said |d| 0 on 0 calls
     pytest.importorskip("transformers")
     import _tiny_models as tiny
 
@@ -167,9 +226,106 @@ def test_a_piece_with_no_recorded_call_says_so_instead_of_crashing_the_export() 
     result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims})
     assert result.report.behind_operators == ["model.layers.0.self_attn", "model.layers.2.self_attn"]
     for path in result.report.behind_operators:
-        own = result.pieces[path].own_export_failure
-        assert result.pieces[path].program is None and own is not None
-        assert own.message == "not exported alone: no call of it was recorded"
+        piece = result.pieces[path]
+        assert piece.checked_calls == 2 and piece.max_abs_diff is not None and piece.passed is True
+        own = piece.own_export_failure
+        assert piece.program is None and own is not None
+        assert own.message == "not exported alone: the guard that cut it is in its own code"
     x = tiny.ids(11, 3, seed=3)
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+
+
+class Picker(torch.nn.Module):
+    """Picks the two largest features of each row with grad off, as LongCat-Flash's router picks its experts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def pick(self, x: Any) -> Any:
+        return x.topk(2, dim=-1)[1]
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x).gather(1, self.pick(x))
+
+
+class WithPicker(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.picker = Picker()
+
+    def forward(self, x: Any) -> Any:
+        return self.picker(x * 2) + 1
+
+
+@pytest.mark.parametrize("classes", [None, "Picker"], ids=["whole", "piece"])
+def test_a_model_that_turns_grad_off_inside_itself_saves_an_archive_its_load_accepts(classes: Any, tmp_path: Path) -> None:
+    # exported with grad on, the program (the model's, or the piece's own) held torch's wrap_with_set_grad_enabled
+    # and its nested graph: save wrote it, and the load refused the file ('"" is not an ASCII identifier')
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    torch.manual_seed(0)
+    model = WithPicker().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},), classes=classes)
+    programs = [result.program] + [p.program for p in result.pieces.values() if p.program is not None]
+    assert len(programs) == (1 if classes is None else 2)
+    for program in programs:
+        assert not any(n.op == "get_attr" for n in program.graph.nodes)  # no nested graph
+    result.save(tmp_path / "picker.pt2")
+    loaded = load_piece_by_piece(tmp_path / "picker.pt2")
+    with torch.no_grad():
+        for n in (1, 7):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
+    result.close()
+
+
+class Signed(torch.nn.Module):
+    """Branches on the sum of its output against ``threshold``: a data-dependent branch, alone as in the model."""
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__()
+        self.lin, self.threshold = torch.nn.Linear(4, 4), threshold
+
+    def forward(self, x: Any) -> Any:
+        h = self.lin(x)
+        return h * 2 if h.sum() > self.threshold else h - 1
+
+
+class Signs(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Signed(0.0), Signed(0.0), Signed(0.0), Signed(0.5)])
+
+    def forward(self, x: Any) -> Any:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_identical_pieces_that_fail_alone_share_one_failed_export(monkeypatch: Any) -> None:
+    # layers 0-2 are identical (class, weights' shapes, threshold, calls); layer 3 reads another threshold. Each
+    # of the four was exported alone, and failed the same way: now layers 1 and 2 take layer 0's failure
+    exports: list[Any] = []
+    export = torch.export.export
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        exports.append(args[0])
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counted)
+    torch.manual_seed(0)
+    model = Signs().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch")},))
+    assert result.report.behind_operators == ["layers.0", "layers.1", "layers.2", "layers.3"]
+    assert len(exports) - len(result.report.attempts) == 2  # layer 0 and layer 3 alone (before: all four)
+    failures = [result.pieces[f"layers.{i}"].own_export_failure for i in range(4)]
+    assert all(f is not None and f.kind == "data-dependent guard" for f in failures)
+    assert failures[1] == failures[2] == failures[0]
+    assert _own_column(result.report)[0] == "no own program: the same failure alone"
+    with torch.no_grad():
+        for n in (1, 5):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)

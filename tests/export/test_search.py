@@ -158,6 +158,16 @@ def test_a_failure_in_the_models_own_forward_is_an_error_with_the_report() -> No
     assert report.behind_operators == []
 
 
+def test_the_report_of_a_failed_export_says_nothing_of_checks_that_never_ran() -> None:
+    # classes= puts lin behind an operator and the model's own branch fails: no piece was checked, and the report
+    # must not give a reason for one piece's check not running (it said "no call of it was recorded")
+    with pytest.raises(PieceByPieceExportError, match="the rest of the model fails to export in the model") as info:
+        export_piece_by_piece(OwnCode().eval(), (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), classes=torch.nn.Linear)
+    report = info.value.report
+    assert report is not None and report.behind_operators == ["lin"]
+    assert report.pieces["lin"].not_checked is None and "not run" not in str(report) and "not run" not in report.to_markdown()
+
+
 def test_a_model_that_exports_whole_has_no_piece_and_equals_eager() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
     result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))

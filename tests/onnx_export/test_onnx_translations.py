@@ -221,3 +221,56 @@ def test_a_piece_whose_own_program_refuses_its_other_calls_has_none_and_is_refus
         torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
     with pytest.raises(OnnxExportError, match=r"cannot be ONNX functions: padded \(.*Guard failed"):
         result.to_onnx(tmp_path / "padded.onnx")
+
+
+def _longcat_experts(tensors: Any, weights: Any, call: str) -> list[Any]:
+    """LongCat-Flash's experts in ONNX: every token through every routed expert (one batched MatMul, as for
+    transformers' grouped experts), the zero experts the identity, each token's outputs weighted by its routing
+    (one-hot of its chosen experts) and summed; eager loops over the experts chosen instead."""
+    from onnxscript import opset18 as op
+
+    (x, index, routing), (gate_up, down) = tensors, weights  # x (tokens, hidden); gate_up has rows for the zero experts too
+    routed, every = op.Shape(down, start=0, end=1), op.Shape(gate_up, start=0, end=1)
+    zero, one, two = op.Constant(value_ints=[0]), op.Constant(value_ints=[1]), op.Constant(value_ints=[2])
+    h = op.MatMul(x, op.Transpose(op.Slice(gate_up, zero, routed, zero), perm=[0, 2, 1]))  # (routed, tokens, 2 ffn)
+    gate, up = op.Split(h, axis=2, num_outputs=2)
+    y = op.MatMul(op.Mul(op.Mul(gate, op.Sigmoid(gate)), up), op.Transpose(down, perm=[0, 2, 1]))  # SiLU, then down
+    identity = op.Expand(op.Unsqueeze(x, zero), op.Concat(op.Sub(every, routed), op.Shape(x), axis=0))
+    chosen = op.OneHot(index, every, op.CastLike(op.Constant(value_floats=[0.0, 1.0]), routing))  # (tokens, k, every)
+    share = op.ReduceSum(op.Mul(chosen, op.Unsqueeze(routing, two)), one, keepdims=0)  # (tokens, every)
+    weighted = op.Mul(op.Unsqueeze(op.Transpose(share, perm=[1, 0]), two), op.Concat(y, identity, axis=0))
+    return [op.ReduceSum(weighted, zero, keepdims=0)]
+
+
+def test_longcat_flash_experts_loop_on_their_data_are_refused_by_name_and_convert_with_their_translation(tmp_path: Path) -> None:
+    # LongCat-Flash's experts loop in Python over the experts chosen (no grouped_mm experts implementation): the
+    # automatic search cuts them, their export alone fails the same way, and to_onnx names their operator; with
+    # their translation the decode step (its cache in and out) converts, equal in onnxruntime at unseen shapes
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    model = _tiny_moe.longcat_flash()
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other)
+    path = "model.layers.0.mlp.experts"
+    piece = result.pieces[path]
+    assert result.report.behind_operators == [path] and piece.failure is not None and piece.failure.kind == "data-dependent guard"
+    assert piece.program is None and piece.own_export_failure is not None and piece.checked_calls == 2 and piece.passed is True
+    namespace, _, name = piece.operator.partition("::")
+    operator = getattr(getattr(torch.ops, namespace), name).default
+    with pytest.raises(OnnxExportError, match=rf"cannot be ONNX functions: {path} \(data-dependent guard"):
+        result.to_onnx(tmp_path / "longcat.onnx")
+    written = result.to_onnx(tmp_path / "longcat.onnx", translations={operator: _longcat_experts})
+    cases = [((tiny.ids(n, b, 9),), {"cache": tiny.prefill(model, past, batch=b)[1]}) for b, past, n in ((1, 5, 1), (4, 11, 3))]
+    chosen: list[Any] = []  # the experts eager chooses in these cases: routed and zero ones, and some left without a token
+    hook = model.get_submodule(path).register_forward_pre_hook(lambda module, args: chosen.append(args[1].flatten()))
+    diffs = [_max_diff(run_onnx(tmp_path / "longcat.onnx", args, kwargs), eager_outputs(model, args, kwargs)) for args, kwargs in cases]
+    hook.remove()
+    assert {int(e) for e in torch.cat(chosen[:1])} < set(range(6)) and {int(e) for e in torch.cat(chosen)} & {4, 5}
+    assert written.model_diff <= 1e-4 and max(diffs) <= 1e-4, (written.model_diff, diffs)
+    result.save(tmp_path / "longcat.pt2")  # its router turns grad off: the archive loads (Note [exported without grad])
+    loaded = load_piece_by_piece(tmp_path / "longcat.pt2", implementations={path: model.get_submodule(path)})
+    x = tiny.ids(3, 4, 9)
+    with torch.no_grad():
+        got = loaded(x, cache=tiny.prefill(model, 11, batch=4)[1]).logits
+        torch.testing.assert_close(got, model(x, cache=tiny.prefill(model, 11, batch=4)[1]).logits, rtol=0, atol=0)

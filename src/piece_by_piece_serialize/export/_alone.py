@@ -8,6 +8,16 @@ only if it equals eager on every recorded call of its structure; the job also ch
 declared ranges (:meth:`._job.Job._check_own_at`), as a loaded archive runs it. Nothing here changes a
 recorded call (Note [shared copies]).
 
+Note [exported without grad]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Every program is exported with grad disabled (:func:`export_program`), as every eager call of this package
+runs (Note [the tracing path] in :mod:`._record`). Exported with grad enabled, a model that turns grad off
+inside itself (LongCat-Flash's router picks its experts under ``@torch.no_grad()``) gives a program holding a
+``wrap_with_set_grad_enabled`` higher-order operator and its nested graph, which an archive refuses to load
+(Note [program documents] in :mod:`..artifact._program`): the export saved a file its own load rejected. With
+grad already off, the model's switch changes nothing and torch records none. The programs compute the same
+values; what they lose is gradients, which pieces behind operators never had.
+
 Imports: :mod:`..custom_op`, :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
 
@@ -89,6 +99,13 @@ def contiguous(tensors: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(t.contiguous() for t in tensors)
 
 
+def export_program(fn: Any, args: tuple[Any, ...], shapes: Any) -> Any:
+    """``torch.export.export(fn, args)`` with grad disabled (Note [exported without grad]), torch's printing of a
+    failed export's partial graph and its warnings held back (a failure is the caller's to report)."""
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
+        return torch.export.export(fn, args, dynamic_shapes=shapes, strict=False)
+
+
 def described_calls(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]]:
     """A piece's recorded calls described as its operator ``op`` carries them (cut: :func:`as_carried`), and
     its dynamic dimensions: those that differ between the calls of the first call's structure."""
@@ -111,8 +128,7 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
-        with contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
-            program = torch.export.export(flat, (*weights, *contiguous(described[0].tensors)), dynamic_shapes=shapes, strict=False)
+        program = export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes)
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
@@ -123,10 +139,17 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     return program, None, seconds, worst, described[0].key
 
 
+@dataclasses.dataclass(frozen=True)
+class RefusedCall(Failure):
+    """Why a piece's own program is not kept: torch exported it, and it failed on one of the piece's recorded
+    calls. An identical piece, whose calls are its own, may pass: this failure is not shared (Note [shared
+    programs] in :mod:`._reuse`), where one of torch.export itself is."""
+
+
 def _refusing(exc: BaseException) -> Failure:
     """Why a piece's own program is not kept: it failed on one of the piece's recorded calls."""
     failure = Failure.of(exc)
-    return dataclasses.replace(failure, message=f"its program fails on one of its recorded calls: {failure.message}")
+    return RefusedCall(**{**dataclasses.asdict(failure), "message": f"its program fails on one of its recorded calls: {failure.message}"})
 
 
 def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example], names: tuple[str, ...],

@@ -8,9 +8,10 @@ dicts), and each piece is replaced in its parent's copy by its :func:`..custom_o
 whose operator runs the user's own module. Before each attempt the copy is called on every example on the
 tracing path (Note [the tracing path]): the operators learn their output shapes (Note [learned shapes]), and
 the pieces' calls are recorded for the checks. Without ``classes``, the first attempt has no piece; each
-failed attempt puts the modules blamed for it (Note [blame]) behind operators, replacing any piece inside
-them, and the next attempt says whether that was enough. An attempt whose failure cannot be blamed on a
-module not yet behind an operator ends the search with :class:`PieceByPieceExportError`.
+failed attempt puts the modules blamed for it (Note [blame]) behind operators, the outermost of them only
+(as ``classes=`` chooses), replacing any piece inside them, and the next attempt says whether that was
+enough. An attempt whose failure cannot be blamed on a module not yet behind an operator ends the search
+with :class:`PieceByPieceExportError`.
 
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
 package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program);
@@ -19,9 +20,7 @@ torch.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import itertools
 import logging
 import secrets
@@ -36,14 +35,15 @@ from ..custom_op import is_custom_op_module, op_name, shallow_copy, submodules_o
 from ..custom_op._calls import flat_outputs
 from ..serialize import make_copy
 from ._alone import (
+    RefusedCall,
     as_carried,
     check_alone,
     contiguous,
     described_calls,
     export_alone,
+    export_program,
     flat_result,
     piece_output_names,
-    quiet,
     worse,
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
@@ -141,10 +141,9 @@ class Job:
 
         watch.heartbeat = heartbeat
         try:
-            # torch prints the partial graph of a failed export to stderr, and logs warnings about it; an
-            # attempt's failure is the search's business and goes into the report instead
-            with watch.watching(), contextlib.redirect_stderr(io.StringIO()), quiet("torch.fx.experimental.symbolic_shapes"):
-                program = torch.export.export(self.flat, contiguous(self.examples[0].tensors), dynamic_shapes=shapes, strict=False)
+            # an attempt's failure is the search's business and goes into the report, not torch's printing
+            with watch.watching():
+                program = export_program(self.flat, contiguous(self.examples[0].tensors), shapes)
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
             self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]
@@ -162,7 +161,7 @@ class Job:
                 return program
             failure = Failure.of(exc)
             blamed = watch.blame(exc)
-            new = [p for p in blamed if p and not self.covered(p)]
+            new = _outermost([p for p in blamed if p and not self.covered(p)])
             self.attempts.append(Attempt(number, seconds, failure, tuple(new)))
             _log.info("attempt %d: failed in %.1f s (%s); next behind operators: %s", number, seconds, failure.kind, ", ".join(new) or "nothing more")
             if not new:
@@ -231,7 +230,7 @@ class Job:
                     got = flat_result(path, recorded)
                     worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", piece_output_names(recorded)))
                     n += 1
-            out[path] = (worst, n)
+            out[path] = (worst if n else None, n)  # no call, nothing compared: not a difference of 0
         return out
 
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float | None:
@@ -333,14 +332,15 @@ class Job:
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
         """Each piece exported alone on its recorded calls (in both modes), or given the program of an identical
-        piece exported before it (Note [shared programs]): program, failure, time, max |diff|, and the key of the
-        call structure the program computes."""
+        piece exported before it, or the failure of an identical piece torch.export failed on alone (Note [shared
+        programs]): program, failure, time, max |diff|, and the key of the call structure the program computes."""
         out = self.own = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
+        failed: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces torch.export failed on alone
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
             calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
-            if not calls:  # MiniMax's lightning attention, cut with its norm: recorded neither (a piece in a piece)
+            if not calls:  # a piece the examples never call: the report says its check did not run either
                 out[path] = (None, Failure(OTHER, "not exported alone: no call of it was recorded"), 0.0, None, None)
                 continue
             module, names = wrapper._pbp_original, wrapper._pbp_op.weight_names or ()
@@ -369,12 +369,19 @@ class Job:
                         _log.info("piece %d/%d, %s: the program of %s", number, len(self.wrappers), path, donor)
                         break
             else:
+                twin = next((d for d, m, dd, ds in failed if reusable(m, module, calls, dd[0], described[0], ds, specs)), None)
+                if twin is not None:  # its export alone would trace the same code the same way and fail as its twin's
+                    out[path] = (None, out[twin][1], time.perf_counter() - start, None, None)
+                    _log.info("piece %d/%d, %s: no program of its own, as %s, an identical piece", number, len(self.wrappers), path, twin)
+                    continue
                 out[path] = export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
-                failed = out[path][1]
+                elif not isinstance(out[path][1], RefusedCall):
+                    failed.append((path, module, described, specs))
+                failure = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
-                          "exported alone" if failed is None else f"no program of its own ({failed.kind})", out[path][2])  # fmt: skip
+                          "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
 
     def _check_own_at(self, example: Example, where: str) -> None:
@@ -481,6 +488,7 @@ class Job:
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
                 program, failure, own_failure, _total(share, own_seconds), diff, n,
                 outputs=self.verdict.of(path), passed=self.verdict.passed(path),
+                not_checked="no call of it was recorded" if path in checks and not n else None,
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)
@@ -531,6 +539,14 @@ def _copy_with(model: torch.nn.Module, wrappers: dict[str, Any]) -> torch.nn.Mod
         copied(parent_path)._modules[name] = wrapper
     root: torch.nn.Module = copies[""]
     return root
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """``paths`` less those inside another of them, as ``classes=`` chooses (``submodules_of``): a module blamed
+    with one inside it goes behind one operator, which hides both guards. An operator inside another's module
+    is never called (that operator runs the module it wraps, not the copy holding the inner one), so the pair
+    made neither piece's calls recorded and each check ran on none."""
+    return [p for p in paths if not any(p.startswith(q + ".") for q in paths)]  # dotted paths, not a language
 
 
 def _ancestors(path: str) -> list[str]:

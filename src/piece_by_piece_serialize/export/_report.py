@@ -73,6 +73,8 @@ class Piece:
     onnx_max_abs_diff: float | None = None  # its ONNX function in onnxruntime against eager, once to_onnx ran
     outputs: tuple[OutputCheck, ...] = ()  # each output tensor against eager (Note [the verdict])
     passed: bool | None = None  # every output within its tolerance; None: nothing compared
+    # why the checks ran and this piece's did not ("no call of it was recorded"): never a difference of 0 on nothing
+    not_checked: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -91,6 +93,7 @@ class Piece:
             "seconds": _rounded(self.seconds),
             "max_abs_diff": _finite(self.max_abs_diff),
             "checked_calls": self.checked_calls,
+            "not_checked": self.not_checked,
             "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
             "passed": self.passed,
             "outputs": [o.to_dict() for o in self.outputs],
@@ -362,6 +365,8 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
     if piece.max_abs_diff is None and piece.checked_calls and report.values_not_compared is not None:
         lines.append(f"- checked through its operator against its module: shapes and dtypes on {piece.checked_calls} recorded "
                      f"call{'s' * (piece.checked_calls != 1)}; values not run ({report.values_not_compared})")  # fmt: skip
+    if piece.not_checked is not None:
+        lines.append(f"- checked through its operator against its module: not run: {piece.not_checked}")
     if piece.max_abs_diff is not None:
         lines.append(f"- checked through its operator against its module: max \\|diff\\| {_number(piece.max_abs_diff)} "
                      f"on {piece.checked_calls} recorded call{'s' * (piece.checked_calls != 1)}: {piece.verdict or 'not compared'}")  # fmt: skip
@@ -395,6 +400,8 @@ def _same(own: Failure, cut: Failure | None) -> bool:
 
 def _diff_cell(piece: Piece, not_compared: str | None, prefix: str) -> str:
     """A piece's difference against eager as a column shows it: "not run" where the export has no values."""
+    if piece.not_checked is not None:
+        return f"{prefix}not run: {piece.not_checked}"
     if piece.max_abs_diff is not None:
         return f"{prefix}{_number(piece.max_abs_diff)}"
     checked = piece.checked_calls or piece.program is not None or not piece.path
@@ -411,7 +418,7 @@ def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
     kids = tuple((_relative(path, c), _signature(report, c)) for c in report.children.get(path, []))
     failure = None if piece.failure is None else (piece.failure.kind, piece.failure.message)
     own = None if piece.own_export_failure is None else (piece.own_export_failure.kind, piece.own_export_failure.message)
-    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, kids)
+    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, piece.not_checked, kids)
 
 
 def _fold(report: ExportReport, paths: Sequence[str]) -> list[list[str]]:

@@ -28,6 +28,12 @@ the same operations on the same inputs and takes the same branches as the donor'
 graph and the same guards over the same dynamic dimensions; and (5) checks the result against the piece's own
 eager outputs anyway. Whatever fails falls back to exporting the piece alone, as before.
 
+The same argument shares a failure: a piece identical by points 1 to 4 to one whose export alone torch.export
+failed on (a data-dependent branch: LongCat-Flash's experts, one per layer) would trace the same operations and
+meet the same failure, so it takes that failure instead of an export of its own that costs as much and fails as
+well. Not a program refusing one of its donor's recorded calls (``_alone.RefusedCall``): the piece's calls are its
+own, and may pass.
+
 Imports: :mod:`..custom_op` (shallow copies), :mod:`._examples` (the examples' description), :mod:`._record` (the
 tracing path), :mod:`._values` (tensors without values) and :mod:`..serialize` (copies of the recorded calls); torch.
 """
