@@ -185,3 +185,19 @@ def test_gemma3n_layers_that_store_and_that_read_shared_keys_are_two_functions(t
         x = tiny.ids(n, batch, seed=5)
         kwargs = {"attention_mask": torch.ones_like(x), "use_cache": False}
         _assert_equal(run_onnx(tmp_path / "gemma3n.onnx", (x,), kwargs), eager_outputs(model, (x,), kwargs))
+
+
+def test_a_bfloat16_model_onnxruntime_cannot_run_on_cpu_is_written_and_its_checks_said_not_run(tmp_path: Path) -> None:
+    """onnxruntime 1.32 has no CPU kernel for Where in bfloat16: the file is written and valid, and to_onnx says its
+    checks did not run and why (a warning, ``not_checked``, NaN differences, the report's note) instead of
+    raising onnxruntime's own error after the file was written."""
+    model = tiny.llama().to(torch.bfloat16)
+    ids = tiny.ids(3, 2)
+    result = export_piece_by_piece(model, (ids,), dynamic_shapes=({0: BATCH, 1: SEQ},), classes="LlamaDecoderLayer")
+    with pytest.warns(UserWarning, match=r"passes onnx.checker, but its checks did not run: onnxruntime has no CPU kernel .*Where"):
+        written = result.to_onnx(tmp_path / "bf16.onnx")
+    assert written.not_checked is not None and "Where" in written.not_checked
+    assert all(d != d for d in [written.model_diff, *written.piece_diffs.values()])  # NaN: not run, never a 0
+    assert _functions(tmp_path / "bf16.onnx")  # onnx.checker's full check, one function called by the layers
+    assert result.report.notes[-1].startswith("onnxruntime's checks of bf16.onnx not run: onnxruntime has no CPU kernel")
+    assert "  note: onnxruntime's checks of bf16.onnx not run: onnxruntime has no CPU kernel" in str(result.report)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,8 @@ class ExportReport:
         for path, diff in written.piece_diffs.items():
             self.pieces[path] = dataclasses.replace(self.pieces[path], onnx_max_abs_diff=diff)
         self.root = dataclasses.replace(self.root, onnx_max_abs_diff=written.model_diff)
+        if written.not_checked is not None:  # its column says "not run"; the note says why
+            self.notes.append(f"onnxruntime's checks of {os.path.basename(written.path)} not run: {written.not_checked}")
 
     @property
     def passed(self) -> bool | None:

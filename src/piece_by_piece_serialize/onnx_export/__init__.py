@@ -34,6 +34,7 @@ from ._errors import OnnxExportError
 from ._functions import DOMAIN, Function, callee, export_function
 from ._pieces import PrunedPiece, prune
 from ._translations import check_translated, translation_table
+from ._verify import NoKernelError
 
 __all__ = ["OnnxExport", "OnnxPiece", "OnnxExportError", "write_onnx", "DOMAIN"]
 
@@ -60,6 +61,8 @@ class OnnxExport:
     model_diff: float  # max |onnxruntime - eager| over the examples
     seconds: float
     size: int  # bytes of the file
+    # why onnxruntime's checks did not run (the differences are then NaN): no values, or no kernel for a dtype
+    not_checked: str | None = None
 
 
 # Progress, for users who turn it on (logging.INFO; docs/export.md, "Progress").
@@ -163,12 +166,18 @@ def _write(
                 os.remove(written)
         raise OnnxExportError(f"to_onnx: the ONNX model does not pass onnx.checker: {exc}") from None
     size = sum(os.path.getsize(f) for f in (path, path + ".data") if os.path.exists(f))
+    nan = float("nan")
     if stream is not None:
         # nothing has values to run: the weights are in the file, the examples are not
-        nan = float("nan")
-        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size)
+        why = "the weights were read from a checkpoint and the examples have no values"
+        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size, why)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
-    model_diff, piece_diffs = _run_checks(path, shared, examples, pieces, pruned, names, functions)
+    try:
+        model_diff, piece_diffs = _run_checks(path, shared, examples, pieces, pruned, names, functions)
+    except NoKernelError as exc:  # a valid model this onnxruntime cannot run here: written, and said so
+        why = f"onnxruntime has no CPU kernel for one of its operators in its dtype ({exc}); run it where one exists"
+        warnings.warn(f"to_onnx: {path} is written and passes onnx.checker, but its checks did not run: {why}", stacklevel=4)
+        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size, why)
     return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, size)
 
 

@@ -158,7 +158,9 @@ def key(program: Any) -> str:
             args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: names[n])
             lines.append(f"{node.op} {node.target} {args} {_describe(value, canon)}")
     for name, tensor in sorted(program.constants.items()):
-        lines.append(f"constant {name} {tensor.dtype} {tuple(tensor.shape)} {hashlib.sha256(tensor.detach().cpu().numpy().tobytes()).hexdigest()}")
+        # its bytes, through uint8: numpy has no bfloat16 (a bfloat16 model's rotary table)
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        lines.append(f"constant {name} {tensor.dtype} {tuple(tensor.shape)} {hashlib.sha256(data).hexdigest()}")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 

@@ -10,6 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
+class NoKernelError(Exception):
+    """onnxruntime has no CPU kernel for an operator of a valid model in its dtype (``Where`` in bfloat16): the
+    model cannot be run here, which says nothing of the model."""
+
+
 def _session(model: Any, initializers: dict[str, Any] | None = None) -> Any:
     import numpy
     import onnxruntime
@@ -36,7 +41,10 @@ def _session(model: Any, initializers: dict[str, Any] | None = None) -> Any:
     # arena would keep each call's largest buffers after it; a check runs a few calls
     options.enable_cpu_mem_arena = False
     source = model if isinstance(model, str) else model.SerializeToString()
-    session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"], disabled_optimizers=["ConstantFolding"])
+    try:
+        session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"], disabled_optimizers=["ConstantFolding"])
+    except onnxruntime.capi.onnxruntime_pybind11_state.NotImplemented as exc:
+        raise NoKernelError(str(exc).rpartition("NOT_IMPLEMENTED : ")[2]) from None  # an error message, not a language
     session._pbp_initializers = values  # onnxruntime reads them while the session lives
     return session
 
