@@ -201,3 +201,15 @@ def test_a_bfloat16_model_onnxruntime_cannot_run_on_cpu_is_written_and_its_check
     assert _functions(tmp_path / "bf16.onnx")  # onnx.checker's full check, one function called by the layers
     assert result.report.notes[-1].startswith("onnxruntime's checks of bf16.onnx not run: onnxruntime has no CPU kernel")
     assert "  note: onnxruntime's checks of bf16.onnx not run: onnxruntime has no CPU kernel" in str(result.report)
+    # every weight, the optimizer's folded ones too (the transposed lm_head, computed in ml_dtypes' bfloat16), is
+    # in the external-data file with the bits of the model's own tensor or its transpose; none stays in the proto
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(tmp_path / "bf16.onnx"), load_external_data=False)
+    big = [i for i in proto.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL or len(i.raw_data) >= 1024]
+    assert big and all(i.data_location == onnx.TensorProto.EXTERNAL for i in big)
+    onnx.external_data_helper.load_external_data_for_model(proto, str(tmp_path))
+    weights = [t.float() for t in model.state_dict().values()]
+    for init in big:
+        value = torch.from_numpy(numpy_helper.to_array(init).astype("float32"))
+        assert any(value.shape == w.shape and torch.equal(value, w) or w.dim() == 2 and value.shape == w.T.shape and torch.equal(value, w.T) for w in weights), init.name

@@ -230,6 +230,10 @@ def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], na
 _EXTERNAL_FROM = 1024
 
 
+# numpy dtypes of ml_dtypes (which onnx_ir computes in) -> the unsigned integer of their bits, torch's dtype
+_BITS = {"bfloat16": ("uint16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"), "float8_e5m2": ("uint8", "float8_e5m2")}
+
+
 def _in_memory(name: str, tensor: Any) -> Any:
     """An initializer's tensor to write as external data: the program's own, unless it is small."""
     import numpy
@@ -238,8 +242,10 @@ def _in_memory(name: str, tensor: Any) -> Any:
     if isinstance(tensor, numpy.ndarray) and tensor.nbytes >= _EXTERNAL_FROM:  # one the optimizer computed
         try:
             return torch.from_numpy(tensor)
-        except TypeError:  # a dtype torch does not read from numpy (ml_dtypes' bfloat16): it stays in the model
-            return None
+        except TypeError:  # a dtype torch does not read from numpy: ml_dtypes' bfloat16, viewed through its bits
+            bits = _BITS.get(tensor.dtype.name)
+            # otherwise it stays in the model (a folded bfloat16 lm_head did: 131 MB in the proto of a 1B model)
+            return None if bits is None else torch.from_numpy(tensor.view(bits[0])).view(getattr(torch, bits[1]))
     if isinstance(tensor, torch.Tensor) and tensor.numel() * tensor.element_size() >= _EXTERNAL_FROM:
         return tensor
     return None
