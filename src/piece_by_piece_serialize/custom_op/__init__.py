@@ -165,6 +165,9 @@ class _Op:
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
         self.waiting = 0  # wrapper calls under way: only they take the results (a program calls the operator too)
+        # told of each eager call: copies of its tensors as they came in, its weights (None: the module's own), its
+        # key and its flat outputs; the export's checks set it for a while (Note [checks in bounded memory])
+        self.observer: Callable[[list[Any], list[Any] | None, str, list[Any]], None] | None = None
         # the ignores: torch.library.Library's methods carry no annotations
         self.lib = torch.library.Library(name.namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
         # Note [weights as inputs]: with weights, the schema takes the module's parameters and buffers too
@@ -208,7 +211,11 @@ class _Op:
         return lambda *a, **k: torch.func.functional_call(original, dict(zip(names, weights, strict=True)), a, k)
 
     def _real(self, tensors: list[Any], *rest: Any) -> list[Any]:
+        observer = self.observer
+        before = [t.clone() for t in tensors] if observer is not None else None  # the module may write into a cache
         out, values = self._kernel(tensors, *rest)
+        if observer is not None and before is not None:
+            observer(before, None if len(rest) == 1 else rest[0], rest[-1], out)
         if self.waiting:  # Note [eager results]: a program's call would leave its results on the stack for good
             self.results.append((out, values))
         return out

@@ -75,17 +75,9 @@ __all__ = [
 
 
 def export_piece_by_piece(
-    model: torch.nn.Module,
-    args: tuple[Any, ...] = (),
-    kwargs: dict[str, Any] | None = None,
-    *,
-    dynamic_shapes: Any = None,
-    classes: Any = None,
-    atol: float | None = None,
-    rtol: float | None = None,
-    strict: bool = True,
-    check_bytes: int | None = None,
-) -> PieceByPieceExport:
+    model: torch.nn.Module, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, *, dynamic_shapes: Any = None,
+    classes: Any = None, atol: float | None = None, rtol: float | None = None, strict: bool = True, check_bytes: int | None = None,
+) -> PieceByPieceExport:  # fmt: skip
     """Export ``model`` with ``torch.export``, putting behind custom operators only what does not export.
 
     ``args`` and ``kwargs`` are one example call of ``model``: tensors, containers of them, scalars, and any
@@ -105,10 +97,9 @@ def export_piece_by_piece(
     module on its recorded calls: an output passes when ``|got - eager| <= atol + rtol * |eager|`` everywhere
     (Note [the verdict]). ``atol`` and ``rtol`` default per dtype (:data:`DEFAULT_TOLERANCES`: 1e-4 and 1e-4
     for float32, 1e-7 for float64, 1e-3 for float16, 1e-2 and 1.6e-2 for bfloat16); integer and boolean
-    outputs must be equal. The program is also checked at each end of every declared range and a size between:
-    a point whose inputs would take more than ``check_bytes`` (default: 1/32 of the model's weights, at least
-    64 MiB; a 4,096-position cache can be larger than a small model) is checked at the largest size within it
-    instead, and the report says so (Note [checks in bounded memory]). The report says pass or FAIL per output,
+    outputs must be equal. The program is also checked at each end of every declared range and between; a point
+    whose inputs take more than ``check_bytes`` (default: 1/32 of the weights, at least 64 MiB) is checked at the
+    largest size within it, as the report says. The report says pass or FAIL per output,
     per piece and for the model. A model with
     an active dropout (in training mode) is refused, naming those modules, as its outputs are random; batch
     norms in training mode give a warning.
@@ -134,12 +125,11 @@ def export_piece_by_piece(
     if not isinstance(args, tuple):
         raise TypeError(f"export_piece_by_piece: args must be a tuple, not a {type(args).__qualname__}")
     check_tolerances(atol, rtol)
-    if check_bytes is not None and (isinstance(check_bytes, bool) or not isinstance(check_bytes, int) or check_bytes < 0):
-        raise PieceByPieceExportError(f"export_piece_by_piece: check_bytes must be an int >= 0 (bytes) or None, not {check_bytes!r}")
+    limit = _check_bytes(model, check_bytes)
     _check_mode(model, strict)
     unchecked = why_no_values(model, describe(args, dict(kwargs or {})).tensors)
     examples, specs, notes, references, names, partition = _examples(model, args, dict(kwargs or {}), dynamic_shapes, unchecked is not None)
-    job = Job(model, examples, specs, notes, Verdict(atol, rtol), unchecked, _check_bytes(model) if check_bytes is None else check_bytes)
+    job = Job(model, examples, specs, notes, Verdict(atol, rtol), unchecked, limit)
     try:
         if classes is None:
             job.set_cut([])
@@ -183,8 +173,13 @@ def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[lis
 _CHECK_SHARE, _CHECK_FLOOR = 32, 64 << 20
 
 
-def _check_bytes(model: torch.nn.Module) -> int:
-    """The default ``check_bytes`` of ``model``: 1/32 of the bytes of its weights, at least 64 MiB."""
+def _check_bytes(model: torch.nn.Module, given: Any) -> int:
+    """The checks' limit in bytes (Note [checks in bounded memory]): ``given``, or by default 1/32 of the bytes
+    of the model's weights, at least 64 MiB."""
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+            raise PieceByPieceExportError(f"export_piece_by_piece: check_bytes must be an int >= 0 (bytes) or None, not {given!r}")
+        return given
     tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}
     return max(_CHECK_FLOOR, sum(t.numel() * t.element_size() for t in tensors.values()) // _CHECK_SHARE)
 

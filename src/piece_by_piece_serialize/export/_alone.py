@@ -5,7 +5,7 @@ Each piece behind an operator, with ``classes=`` or cut by the automatic search,
 (:meth:`._job.Job.own_programs`): its weights are the program's first inputs (Note [weights as inputs] in
 :mod:`..custom_op`), its dynamic dimensions those that differ between its recorded calls. A program is kept
 only if it equals eager on every recorded call of its structure; the job also checks it at the points of the
-declared ranges (:meth:`._job.Job._check_own_at`), as a loaded archive runs it. Nothing here changes a
+declared ranges (:meth:`._ranges.RangeChecks._judge_own`), as a loaded archive runs it. Nothing here changes a
 recorded call (Note [shared copies]).
 
 Note [exported without grad]

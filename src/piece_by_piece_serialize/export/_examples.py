@@ -45,10 +45,14 @@ Note [checks in bounded memory]
 The end of a declared range may be far beyond anything the machine holds: a ``past`` declared up to 131,072
 positions is a cache of 86 GB for a 70B-shaped model at batch 2, and even a 4,096-position cache, held four
 times over by a check (the inputs, eager's outputs, the program's, the calls recorded for the pieces' own
-programs), made the range checks the largest cost of an export (issue 28). So a point of a range whose inputs
+programs), made the range checks the largest cost in memory of an export (issue 28). So a point of a range whose inputs
 would take more than the checks' limit (``check_bytes``: by default 1/32 of the model's weights, at least
 64 MiB) is checked instead at the largest size whose inputs fit, and the report says which point was moved,
-what it would have taken and how to check it (a larger ``check_bytes``): never skipped in silence.
+what it would have taken and how to check it (a larger ``check_bytes``): never skipped in silence. And a
+check holds as little beside its inputs as it can: eager's outputs, then the program's, computed on the
+inputs themselves (their last use; copies of those the point shares with the examples, which a StaticCache
+would write into); each piece's own program is run on its piece's call as the program's operator meets it,
+on a copy of that call alone, instead of on a recording of the whole model (:mod:`._ranges`).
 
 Imports: :mod:`..custom_op` (the call structure), :mod:`..serialize`; torch on use.
 """

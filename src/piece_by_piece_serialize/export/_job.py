@@ -48,8 +48,9 @@ from ._alone import (
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, groups, input_bytes, largest_within, range_points, resized, size_partition
+from ._examples import DimSpec, Example, describe
 from ._flat import FlatCall
+from ._ranges import RangeChecks, count
 from ._record import Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable
@@ -72,7 +73,7 @@ def fresh_namespace() -> str:
             return namespace
 
 
-class Job:
+class Job(RangeChecks):
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
     def __init__(self, model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str],
@@ -94,7 +95,7 @@ class Job:
         self.recordings: list[Recording] = []
         self.suggested: list[str] = []  # torch's suggested fixes for the dynamic shapes, from the failed attempts
         self.runnable: Any = None  # the program's runnable module, once checked
-        # each piece's own program (own_programs), less those a point of the declared ranges drops (_check_own_at)
+        # each piece's own program (own_programs), less those a point of the declared ranges drops (_ranges.RangeChecks._judge_own)
         self.own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
         self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
         self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
@@ -129,7 +130,7 @@ class Job:
         self.flat.on_enter = watch.enter
         shapes = None if all(s is None for s in self.specs) else {"tensors": tuple(self.specs)}
         number = len(self.attempts) + 1
-        _log.info("attempt %d: torch.export with %s behind operators", number, _count(len(self.wrappers), "piece"))
+        _log.info("attempt %d: torch.export with %s behind operators", number, count(len(self.wrappers), "piece"))
         start = last = time.perf_counter()
 
         def heartbeat(path: str) -> None:  # a long attempt says where tracing is, every _HEARTBEAT seconds
@@ -216,7 +217,7 @@ class Job:
         difference None where there are no values to compare (Note [exports without values])."""
         out: dict[str, tuple[float | None, int]] = {}
         if self.wrappers:
-            _log.info("checking each piece through its operator against its module (%s)", _count(len(self.wrappers), "piece"))
+            _log.info("checking each piece through its operator against its module (%s)", count(len(self.wrappers), "piece"))
         for path, wrapper in self.wrappers.items():
             original = wrapper._pbp_original
             worst: float | None = 0.0
@@ -236,111 +237,13 @@ class Job:
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float | None:
         """The program against eager on every example; ``names`` are its outputs' (None: shapes and dtypes only,
         Note [exports without values])."""
-        _log.info("checking the program against the model on %s", _count(len(self.examples), "example"))
+        _log.info("checking the program against the model on %s", count(len(self.examples), "example"))
         self.runnable = program.module()
         for number, (example, want) in enumerate(zip(self.examples, references, strict=True), 1):
             self._check_point(example, want, f"example {number} ({_describe_example(example)})", names)
         if self.unchecked is not None:
             return None
         return max([0.0, *(o.max_abs_diff for o in self.verdict.of(""))])
-
-    def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
-        """The program against eager at the points of the declared ranges (Note [every declared range] in
-        :mod:`._examples`), after :meth:`check_program`; ``eager`` gives the model's flat outputs for an example.
-        Returns a note for the report; raises :class:`PieceByPieceExportError` for a dimension declared dynamic
-        whose every other size eager refuses."""
-        from torch.export.dynamic_shapes import _DimHint, _DimHintType
-
-        first = self.examples[0]
-        points, moved = self._affordable(range_points(first, self.specs, partition), partition, label)
-        if not points:
-            return "; ".join(moved) or None
-        _log.info("checking the program against the model at %s of the declared ranges", _count(len(points), "point"))
-        accepted: dict[str, list[int]] = {}
-        refused: dict[str, list[tuple[int, str]]] = {}
-        by_size = size_partition(first, self.specs)
-        for point in points:
-            ((name, size),) = point.items()
-            tries: list[tuple[dict[str, int], dict[str, str] | None]] = [(point, partition)]
-            if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
-                tries.append(({by_size[name]: size}, by_size))
-            for sized, grouping in tries:
-                where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
-                # one thing at a time beside the point's inputs (Note [checks in bounded memory]): the calls the
-                # own programs' check records, then eager's outputs and the program's, on the inputs themselves
-                try:  # a cache may refuse sizes its tensors must share before the model does
-                    example = describe(*resized(first, self.specs, sized, grouping))
-                    self._check_own_at(example, where)  # runs the model (its pieces eagerly) on a copy: may refuse too
-                    want = eager(example)
-                except Exception as exc:  # out of the model's own range: not the program's business (Note [every declared range])
-                    refused.setdefault(name, []).append((size, Failure.of(exc).message))
-                    continue
-                accepted.setdefault(name, []).append(size)
-                self._check_point(example, want, where, names, last=True)
-                break
-        for name, (old, spec) in groups(first, self.specs, partition).items():
-            hint = isinstance(spec, _DimHint)
-            if name in refused and name not in accepted and not (hint and spec.type != _DimHintType.DYNAMIC):
-                sizes = ", ".join(str(size) for size, _ in refused[name])
-                fixes = f"torch's suggested fix: {'; '.join(self.suggested)}" if self.suggested else f"declare it static ({label(name)} = {old})"
-                raise PieceByPieceExportError(
-                    f"export_piece_by_piece: dynamic_shapes declares {label(name)} dynamic ({spec!r}), but the model runs at "
-                    f"no other size than the example's {old}: it refuses {sizes} ({refused[name][0][1]}); the dimension is "
-                    f"static: {fixes}, or give Dim.AUTO",
-                    self.report(None, "automatic"),
-                )
-        skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
-        return "; ".join([f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
-            f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
-        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved])
-
-    def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
-        """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
-        size within it (Note [checks in bounded memory]), and what the report says of each moved."""
-        if self.check_bytes is None:
-            return points, []
-        first, kept, moved = self.examples[0], [], []
-        for point in points:
-            ((name, size),) = point.items()
-            need = input_bytes(first, self.specs, point, partition)
-            if need <= self.check_bytes:
-                kept.append(point)
-                continue
-            instead = largest_within(first, self.specs, name, size, self.check_bytes, partition)
-            if instead is not None and {name: instead} not in points and {name: instead} not in kept:
-                kept.append({name: instead})
-            moved.append(
-                f"{label(name)}={size} not checked: its inputs would take {_mib(need)}, over the checks' limit of "
-                f"{_mib(self.check_bytes)} (give a larger check_bytes= to check it)"
-                + (f"; checked at {label(name)}={instead} instead" if instead is not None else "")
-            )
-        return kept, moved
-
-    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None, last: bool = False) -> None:
-        """The program against eager's ``want`` on ``example``; on a copy, as it may write into a cache in place
-        (a StaticCache's layers do, through their operators); at the ``last`` use of a point's ``example``, on
-        its own tensors but those it shares with the examples (:meth:`_own_copy`)."""
-        try:
-            with torch.no_grad():
-                got = self.runnable(*contiguous(self._own_copy(example) if last else make_copy(list(example.tensors))))
-        except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
-            self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
-            return
-        try:
-            self.verdict.compare("", want, list(got), f"the exported program at {where}", names)
-        except PieceByPieceExportError as exc:  # another count, shape or dtype: as wrong as a refusal
-            self.verdict.refuse(where, f"the program's {str(exc).partition(': ')[2]}")
-
-    def _own_copy(self, example: Example) -> list[Any]:
-        """A point's tensors for the program to write into: those :func:`._examples.resized` made for it as they
-        are, copies of those it shares with the examples (a dimension it did not resize), which stay the
-        examples' (to_onnx compares onnxruntime with eager on them: a StaticCache written in place was 1.0 off)."""
-        theirs = {id(t) for e in self.examples for t in e.tensors}
-        copies: dict[int, Any] = {}
-        for t in example.tensors:
-            if id(t) in theirs and id(t) not in copies:
-                copies[id(t)] = t.clone()
-        return [copies.get(id(t), t) for t in example.tensors]
 
     def own_programs(self) -> dict[str, tuple[Any, Failure | None, float, float | None, str | None]]:
         """Each piece exported alone on its recorded calls (in both modes), or given the program of an identical
@@ -361,7 +264,7 @@ class Job:
             cut = self.cut_by.get(path, (None, 0.0))[0]
             if cut is not None and cut.kind == CONSTRAINT and cut.detail:
                 # the guard that cut it is its own code's, false at a size of the declared range: a program of it
-                # alone, exported from calls that all pass the guard, holds it too (and _check_own_at drops it)
+                # alone, exported from calls that all pass the guard, holds it too (and _judge_own drops it)
                 why = "not exported alone: the guard that cut it is in its own code"
                 out[path] = (None, Failure(CONSTRAINT, why), 0.0, None, None)
                 _log.info("piece %d/%d, %s: no program of its own (the guard that cut it is its own)", number, len(self.wrappers), path)
@@ -395,41 +298,6 @@ class Job:
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
                           "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
-
-    def _check_own_at(self, example: Example, where: str) -> None:
-        """Each own program against its module on the piece's call at a point of the declared ranges (``where``),
-        after :meth:`own_programs`. A program exported from the calls of the examples alone may compute for them
-        only (Qwen3-Next's chunked linear attention, exported alone at lengths 6 and 8, computes one chunk: its
-        archive was 0.033 off at length 70), so one that differs from eager there, or fails, is dropped, and the
-        piece has no program of its own, saying where; the piece itself still runs its module behind its
-        operator. The program runs as a loaded archive runs it: without torch's guards, which a saved program
-        does not keep and which may refuse a size it is right at (a Llama layer's ``size >= 4`` at past=1)."""
-        if not any(program is not None for program, *_ in self.own.values()):
-            return
-        recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
-        for path, (program, _, seconds, _, key) in list(self.own.items()):
-            calls = recording.calls.get(path, [])[:1]
-            if program is None or not calls:
-                continue
-            wrapper = self.wrappers[path]
-            described, _ = described_calls(calls, wrapper._pbp_op)
-            if described[0].key != key:  # a call of another structure: the program is not what runs it
-                continue
-            trial = Verdict(self.verdict.atol, self.verdict.rtol)
-            if id(program) not in self.unguarded:
-                self.unguarded[id(program)] = program.module(check_guards=False)
-            try:
-                worst = check_alone(program, wrapper._pbp_original, path, calls, described, wrapper._pbp_op.weight_names or (),
-                                    self.unguarded, trial)  # fmt: skip
-            except Exception as exc:  # the program fails at a size its piece takes in the model
-                why = f"fails at {where}, a size of the declared range: {Failure.of(exc).message}"
-            else:
-                if trial.passed(path) is not False:
-                    continue
-                why = f"differs from its module at {where}, a size of the declared range: max |diff| {worst:.3g}"
-            failure = Failure(OTHER, f"its program, exported alone from its recorded calls, {why}")
-            self.own[path] = (None, failure, seconds, None, None)
-            _log.info("piece %s: its own program dropped (%s)", path, why)
 
     def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
         """What :meth:`PieceByPieceExport.save` writes of each piece."""
@@ -510,22 +378,6 @@ def _total(*seconds: float | None) -> float | None:
     """A piece's time: its share of the attempt that cut it and its own export (automatic mode has both)."""
     known = [s for s in seconds if s is not None]
     return sum(known) if known else None
-
-
-def _mib(n: int) -> str:
-    """Bytes for a reader: ``640 B``, ``3.5 KiB``, ``64.0 MiB``, ``2.1 GiB``."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{n} B"
-
-
-def _sizes(sizes: list[int]) -> str:
-    return ", ".join(map(str, sizes))
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def _excerpt(exc: BaseException, lines: int = 20) -> str:

@@ -1,0 +1,236 @@
+"""The program and the pieces' own programs checked at the points of the declared ranges (Note [every declared
+range] in :mod:`._examples`), in bounded memory (Note [checks in bounded memory] there): a mixin of
+:class:`._job.Job`, which holds what these methods read.
+
+Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..serialize import make_copy
+from ._alone import contiguous, described_calls, flat_result
+from ._blame import OTHER, Failure
+from ._errors import PieceByPieceExportError
+from ._examples import DimSpec, Example, describe, groups, input_bytes, largest_within, range_points, resized, size_partition
+from ._record import module_paths, run_recording
+from ._verdict import Verdict
+
+_log = logging.getLogger("piece_by_piece_serialize.export")
+
+
+class RangeChecks:
+    """The checks at the points of the declared ranges, for :class:`._job.Job`."""
+
+    # what the job holds (see its __init__)
+    examples: list[Example]
+    specs: list[DimSpec | None]
+    verdict: Verdict
+    check_bytes: int | None
+    suggested: list[str]
+    runnable: Any
+    own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]
+    unguarded: dict[int, Any]
+    wrappers: dict[str, Any]
+    flat: Any
+    copy: torch.nn.Module
+
+    if TYPE_CHECKING:
+
+        def report(self, whole_diff: float | None, mode: str) -> Any: ...  # the job's
+
+    def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
+        """The program against eager at the points of the declared ranges (Note [every declared range] in
+        :mod:`._examples`), after :meth:`check_program`; ``eager`` gives the model's flat outputs for an example.
+        Returns a note for the report; raises :class:`PieceByPieceExportError` for a dimension declared dynamic
+        whose every other size eager refuses."""
+        from torch.export.dynamic_shapes import _DimHint, _DimHintType
+
+        first = self.examples[0]
+        points, moved = self._affordable(range_points(first, self.specs, partition), partition, label)
+        if not points:
+            return "; ".join(moved) or None
+        _log.info("checking the program against the model at %s of the declared ranges", count(len(points), "point"))
+        accepted: dict[str, list[int]] = {}
+        refused: dict[str, list[tuple[int, str]]] = {}
+        by_size = size_partition(first, self.specs)
+        for point in points:
+            ((name, size),) = point.items()
+            tries: list[tuple[dict[str, int], dict[str, str] | None]] = [(point, partition)]
+            if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
+                tries.append(({by_size[name]: size}, by_size))
+            for sized, grouping in tries:
+                where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
+                try:  # a cache may refuse sizes its tensors must share before the model does
+                    example = describe(*resized(first, self.specs, sized, grouping))
+                    want = eager(example)
+                except Exception as exc:  # out of the model's own range: not the program's business (Note [every declared range])
+                    refused.setdefault(name, []).append((size, Failure.of(exc).message))
+                    continue
+                accepted.setdefault(name, []).append(size)
+                self._check_at(example, want, where, names)
+                break
+        for name, (old, spec) in groups(first, self.specs, partition).items():
+            hint = isinstance(spec, _DimHint)
+            if name in refused and name not in accepted and not (hint and spec.type != _DimHintType.DYNAMIC):
+                sizes = ", ".join(str(size) for size, _ in refused[name])
+                fixes = f"torch's suggested fix: {'; '.join(self.suggested)}" if self.suggested else f"declare it static ({label(name)} = {old})"
+                raise PieceByPieceExportError(
+                    f"export_piece_by_piece: dynamic_shapes declares {label(name)} dynamic ({spec!r}), but the model runs at "
+                    f"no other size than the example's {old}: it refuses {sizes} ({refused[name][0][1]}); the dimension is "
+                    f"static: {fixes}, or give Dim.AUTO",
+                    self.report(None, "automatic"),
+                )
+        skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
+        return "; ".join([f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
+            f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
+        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved])
+
+    def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
+        """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
+        size within it (Note [checks in bounded memory]), and what the report says of each moved."""
+        if self.check_bytes is None:
+            return points, []
+        first, kept, moved = self.examples[0], [], []
+        for point in points:
+            ((name, size),) = point.items()
+            need = input_bytes(first, self.specs, point, partition)
+            if need <= self.check_bytes:
+                kept.append(point)
+                continue
+            instead = largest_within(first, self.specs, name, size, self.check_bytes, partition)
+            if instead is not None and {name: instead} not in points and {name: instead} not in kept:
+                kept.append({name: instead})
+            moved.append(
+                f"{label(name)}={size} not checked: its inputs would take {_mib(need)}, over the checks' limit of "
+                f"{_mib(self.check_bytes)} (give a larger check_bytes= to check it)"
+                + (f"; checked at {label(name)}={instead} instead" if instead is not None else "")
+            )
+        return kept, moved
+
+    def _check_point(self, example: Example, want: list[Any], where: str, names: list[str] | None, last: bool = False) -> None:
+        """The program against eager's ``want`` on ``example``; on a copy, as it may write into a cache in place
+        (a StaticCache's layers do, through their operators); at the ``last`` use of a point's ``example``, on
+        its own tensors but those it shares with the examples (:meth:`_own_copy`)."""
+        try:
+            with torch.no_grad():
+                got = self.runnable(*contiguous(self._own_copy(example) if last else make_copy(list(example.tensors))))
+        except Exception as exc:  # the program refuses a call eager takes (a size of its declared range)
+            self.verdict.refuse(where, f"the program fails where eager runs: {Failure.of(exc).message}")
+            return
+        try:
+            self.verdict.compare("", want, list(got), f"the exported program at {where}", names)
+        except PieceByPieceExportError as exc:  # another count, shape or dtype: as wrong as a refusal
+            self.verdict.refuse(where, f"the program's {str(exc).partition(': ')[2]}")
+
+    def _own_copy(self, example: Example) -> list[Any]:
+        """A point's tensors for the program to write into: those :func:`._examples.resized` made for it as they
+        are, copies of those it shares with the examples (a dimension it did not resize), which stay the
+        examples' (to_onnx compares onnxruntime with eager on them: a StaticCache written in place was 1.0 off)."""
+        theirs = {id(t) for e in self.examples for t in e.tensors}
+        copies: dict[int, Any] = {}
+        for t in example.tensors:
+            if id(t) in theirs and id(t) not in copies:
+                copies[id(t)] = t.clone()
+        return [copies.get(id(t), t) for t in example.tensors]
+
+    def _check_at(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
+        """The program at a point of the declared ranges, on the point's own tensors (:meth:`_check_point`), and
+        each own program against its module on its piece's first call there (:meth:`_judge_own`), as the
+        program's operators meet the calls: a piece's call is held only while its own program runs, where a
+        recording of the model held four copies of the point's caches (Note [checks in bounded memory]). Own
+        programs the program did not reach, as it failed first, are checked on a recording of the model."""
+        watched = {path: self.wrappers[path]._pbp_op for path, (program, *_) in self.own.items() if program is not None}
+        seen: set[str] = set()
+        for path, op in watched.items():
+            op.observer = self._observer(path, op, where, seen)
+        refused = len(self.verdict.refused)
+        try:
+            self._check_point(example, want, where, names, last=True)
+        finally:
+            for op in watched.values():
+                op.observer = None
+        if len(self.verdict.refused) > refused:
+            self._check_own_at(example, where, seen)
+
+    def _observer(self, path: str, op: Any, where: str, seen: set[str]) -> Any:
+        """What ``op`` tells of each eager call while the program runs at ``where``: the first call of the
+        structure its piece's own program computes is judged (:meth:`_judge_own`)."""
+
+        def observe(tensors: list[Any], weights: list[Any] | None, key: str, out: list[Any]) -> None:
+            program, *_, own_key = self.own[path]
+            if program is None or key != own_key or path in seen:  # dropped, another structure, or judged here
+                return
+            seen.add(path)
+            given = op.weights_of() if weights is None else weights
+            self._judge_own(path, where, [*given, *contiguous(tensors)], out)
+
+        return observe
+
+    def _judge_own(self, path: str, where: str, inputs: list[Any], want: list[Any]) -> None:
+        """Keep or drop the own program of ``path`` (:meth:`_check_own_at` says why), run without torch's guards
+        on ``inputs`` (the piece's weights, then its call's tensors at ``where``); ``want``: eager's outputs."""
+        program, _, seconds, _, _ = self.own[path]
+        if id(program) not in self.unguarded:
+            self.unguarded[id(program)] = program.module(check_guards=False)
+        trial = Verdict(self.verdict.atol, self.verdict.rtol)
+        try:
+            with torch.no_grad():
+                got = self.unguarded[id(program)](*inputs)
+            worst = trial.compare(path, want, list(got), f"the program of {path}")
+        except Exception as exc:  # the program fails at a size its piece takes in the model
+            why = f"fails at {where}, a size of the declared range: {Failure.of(exc).message}"
+        else:
+            if trial.passed(path) is not False:
+                return
+            why = f"differs from its module at {where}, a size of the declared range: max |diff| {worst or 0.0:.3g}"
+        failure = Failure(OTHER, f"its program, exported alone from its recorded calls, {why}")
+        self.own[path] = (None, failure, seconds, None, None)
+        _log.info("piece %s: its own program dropped (%s)", path, why)
+
+    def _check_own_at(self, example: Example, where: str, done: Collection[str] = ()) -> None:
+        """Each own program against its module on the piece's call at a point of the declared ranges (``where``),
+        after :meth:`own_programs`. A program exported from the calls of the examples alone may compute for them
+        only (Qwen3-Next's chunked linear attention, exported alone at lengths 6 and 8, computes one chunk: its
+        archive was 0.033 off at length 70), so one that differs from eager there, or fails, is dropped, and the
+        piece has no program of its own, saying where; the piece itself still runs its module behind its
+        operator. The program runs as a loaded archive runs it: without torch's guards, which a saved program
+        does not keep and which may refuse a size it is right at (a Llama layer's ``size >= 4`` at past=1)."""
+        if not any(program is not None for path, (program, *_) in self.own.items() if path not in done):
+            return
+        recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
+        for path, (program, *_, key) in list(self.own.items()):
+            calls = recording.calls.get(path, [])[:1]
+            if program is None or not calls or path in done:
+                continue
+            wrapper = self.wrappers[path]
+            described, _ = described_calls(calls, wrapper._pbp_op)
+            if described[0].key != key:  # a call of another structure: the program is not what runs it
+                continue
+            own = {**dict(wrapper._pbp_original.named_parameters()), **dict(wrapper._pbp_original.named_buffers())}
+            weights = [own[n] for n in wrapper._pbp_op.weight_names or ()]
+            tensors = contiguous(make_copy(list(described[0].tensors)))  # recorded calls are shared (Note [shared copies])
+            self._judge_own(path, where, [*weights, *tensors], flat_result(path, calls[0], described[0].call))
+
+
+def _mib(n: int) -> str:
+    """Bytes for a reader: ``640 B``, ``3.5 KiB``, ``64.0 MiB``, ``2.1 GiB``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n} B"
+
+
+def _sizes(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes))
+
+
+
+def count(n: int, what: str) -> str:
+    """``1 point``, ``3 points``."""
+    return f"{n} {what}{'s' if n != 1 else ''}"
