@@ -5,6 +5,7 @@ Not part of ``make bench`` (minutes, and gigabytes for the memory rows); run by 
     python bench/at_scale.py meta70b --layers 80 --side ours     # export_piece_by_piece under meta
     python bench/at_scale.py meta70b --layers 80 --side whole    # torch.export.export whole under meta
     python bench/at_scale.py memory --hidden 2048 --layers 16 --dtype bfloat16   # export + save + to_onnx
+    python bench/at_scale.py memory --hidden 2048 --layers 16 --dtype bfloat16 --side whole   # torch.export whole
 
 ``meta70b``: a Llama with the shapes of Llama-3-70B (hidden 8192, intermediate 28672, 64 heads, 8 key-value heads,
 vocabulary 128256) built on the ``meta`` device, its decode step (a ``DynamicCache`` of 5 positions, dynamic
@@ -78,11 +79,13 @@ def meta70b(layers: int, side: str) -> dict[str, Any]:
     return {"seconds": round(time.perf_counter() - start, 1), **extra}
 
 
-def memory(hidden: int, layers: int, dtype_name: str) -> dict[str, Any]:
+def memory(hidden: int, layers: int, dtype_name: str, side: str = "ours") -> dict[str, Any]:
     import torch
 
     from piece_by_piece_serialize import export_piece_by_piece
 
+    if side == "whole":
+        return _memory_whole(hidden, layers, getattr(torch, dtype_name))
     dtype = getattr(torch, dtype_name)
     imports = _peak()
     model = _llama(layers, "cpu", dtype, hidden_size=hidden, intermediate_size=4 * hidden, num_attention_heads=max(1, hidden // 64),
@@ -107,6 +110,32 @@ def memory(hidden: int, layers: int, dtype_name: str) -> dict[str, Any]:
     }
 
 
+def _memory_whole(hidden: int, layers: int, dtype: Any) -> dict[str, Any]:
+    """The baseline of the memory row: ``torch.export.export`` of the same decode step, whole (its cache registered
+    with pytree as transformers offers it), in a process of its own."""
+    import copy
+
+    import torch
+    from transformers.integrations.executorch import register_dynamic_cache_export_support
+
+    imports = _peak()
+    model = _llama(layers, "cpu", dtype, hidden_size=hidden, intermediate_size=4 * hidden, num_attention_heads=max(1, hidden // 64),
+                   num_key_value_heads=max(1, hidden // 256), vocab_size=32000)  # fmt: skip
+    weights = sum(t.numel() * t.element_size() for t in {**dict(model.named_parameters()), **dict(model.named_buffers())}.values())
+    before = _peak()
+    register_dynamic_cache_export_support()
+    args, kwargs, shapes = _decode_step(model, "cpu")
+    spec = {"input_ids": shapes["input_ids"], "cache": [[shapes["cache"]] * layers] * 2, "use_cache": None}
+    start = time.perf_counter()
+    torch.export.export(model, args, copy.deepcopy(kwargs), dynamic_shapes=spec, strict=False)
+    peak = _peak()
+    return {
+        "weights MB": round(weights / 2**20), "after imports MB": round(imports / 2**20), "after building MB": round(before / 2**20),
+        "peak after torch.export MB": round(peak / 2**20), "peak / weights": round(peak / weights, 2),
+        "(peak - imports) / weights": round((peak - imports) / weights, 2), "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
 def _peak() -> int:
     """This process's peak resident set size, in bytes (Linux reports kilobytes)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -123,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--hidden", type=int, default=2048)
     r.add_argument("--layers", type=int, default=16)
     r.add_argument("--dtype", default="bfloat16")
+    r.add_argument("--side", choices=["ours", "whole"], default="ours", help="ours: export + save + to_onnx; whole: torch.export")
     ns = parser.parse_args(argv)
     if not ns.child:  # a fresh process per row: its peak memory is the row's alone
         out = subprocess.run([sys.executable, __file__, "--child", *(argv if argv is not None else sys.argv[1:])], capture_output=True, text=True)
@@ -133,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         row["peak RSS MB"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         print(json.dumps(row))
         return 0
-    row = meta70b(ns.layers, ns.side) if ns.what == "meta70b" else memory(ns.hidden, ns.layers, ns.dtype)
+    row = meta70b(ns.layers, ns.side) if ns.what == "meta70b" else memory(ns.hidden, ns.layers, ns.dtype, ns.side)
     print(json.dumps({"row": ns.what, **{k: v for k, v in vars(ns).items() if k not in ("what", "child")}, **row}))
     return 0
 
