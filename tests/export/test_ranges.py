@@ -188,3 +188,34 @@ def test_a_limit_below_the_example_moves_every_larger_point_nowhere_and_says_so(
 def test_check_bytes_must_be_a_count_of_bytes(bad: Any) -> None:
     with pytest.raises(PieceByPieceExportError, match=r"check_bytes must be an int >= 0 \(bytes\) or None, not"):
         export_piece_by_piece(SumsRows().eval(), (torch.randn(4, 4),), check_bytes=bad)
+
+
+class MeanRows(torch.nn.Module):
+    def forward(self, y: Any) -> Any:
+        return y.sum(0) / y.shape[0]
+
+
+class HalfThenMean(torch.nn.Module):
+    """A program that fails at the far points before it reaches its second piece: the first piece's operator
+    learns 2 rows (n // 2 at 4 and 5 rows), so the program adds x[:2] to the 17 rows it returns at batch=34."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.halve, self.mean = Halve(), MeanRows()
+
+    def forward(self, x: Any) -> Any:
+        h = self.halve(x)
+        return self.mean(h + x[: h.shape[0]])
+
+
+def test_an_own_program_the_failed_program_never_reached_is_still_judged_at_the_point() -> None:
+    # MeanRows exported alone from its calls of 2 rows holds 2 rows only; the program fails before it calls the
+    # piece's operator, so no call of it is seen there, and the piece is judged on a recording of the model instead
+    batch = Dim("batch", min=4, max=64)
+    result = export_piece_by_piece(HalfThenMean().eval(), (torch.randn(4, 4),), dynamic_shapes=({0: batch},),
+                                   classes=(Halve, MeanRows), strict=False)  # fmt: skip
+    assert result.report.refused[0].startswith("at batch=34 the program fails where eager runs")
+    failure = result.pieces["mean"].own_export_failure
+    assert failure is not None and failure.message.startswith(
+        "its program, exported alone from its recorded calls, fails at batch=34, a size of the declared range: RuntimeError"
+    )
