@@ -178,7 +178,7 @@ def test_a_limit_below_the_example_moves_every_larger_point_nowhere_and_says_so(
     batch = Dim("batch", min=2, max=16)
     result = export_piece_by_piece(SumsRows().eval(), (torch.randn(4, 4),), dynamic_shapes=({0: batch},), check_bytes=32)
     assert result.report.notes[-1] == (
-        "the program checked at 1 more points of the declared ranges (batch: 2); batch=9 not checked: its inputs "
+        "the program checked at 1 more point of the declared ranges (batch: 2); batch=9 not checked: its inputs "
         "would take 144 B, over the checks' limit of 32 B (give a larger check_bytes= to check it); batch=16 not "
         "checked: its inputs would take 256 B, over the checks' limit of 32 B (give a larger check_bytes= to check it)"
     )

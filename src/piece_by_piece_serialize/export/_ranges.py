@@ -87,7 +87,7 @@ class RangeChecks:
                     self.report(None, "automatic"),
                 )
         skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
-        return "; ".join([f"the program checked at {sum(map(len, accepted.values()))} more points of the declared ranges" + (
+        return "; ".join([f"the program checked at {count(sum(map(len, accepted.values())), 'more point')} of the declared ranges" + (
             f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
         ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved])
 
