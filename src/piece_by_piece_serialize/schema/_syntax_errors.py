@@ -23,7 +23,7 @@ _DESCRIBE = {
     "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "COLON": "':'", "DOT": "'.'",
     "DOTS": "'...'", "ARROW": "'->'", "EQUAL": "'='", "STAR": "'*'", "QMARK": "'?'", "BANG": "'!'", "BAR": "'|'",
     "MINUS": "'-'", "NONE": "'None'", "NONETYPE": "'NoneType'", "TRUE": "'True'", "FALSE": "'False'",
-    "NUMBER": "a number", "STRING": "a string", "NEWLINE": "a newline", "$END": "end of input",
+    "NUMBER": "a number", "STRING": "a string", "NEWLINE": "a newline", "INDENT": "an indented line", "$END": "end of input",
 }  # fmt: skip
 _NAME_TERMINALS = frozenset({"IDENT", "TENSOR", "DICT", "UNION", "FUTURE", "AWAIT", "RREF", "TORCH_NS"})
 _ORDER = ["a type", "a name", *_DESCRIBE.values()]
@@ -81,7 +81,7 @@ def _translate(e: Failure, engine: Engine, text: str) -> SchemaError:
             pos, got = len(text), "end of input"
         else:
             pos = tok.start_pos
-            got = "a newline" if tok.type == "NEWLINE" else _quoted(tok.value)
+            got = {"NEWLINE": "a newline", "INDENT": "an indented line"}.get(tok.type) or _quoted(tok.value)
         return SchemaError(f"expected {wanted}{context}, got {got}", text, pos, expected)
     pos = e.pos
     ch = text[pos]

@@ -411,9 +411,10 @@ class ParseResult:
 
 class _Newlines:
     """Postlexer: torch ignores newlines inside brackets and around the declaration; a newline anywhere else
-    reaches the parser (which has no rule for it) and is reported there."""
+    reaches the parser (which has no rule for it) and is reported there. An indented line continuation after
+    the declaration (``INDENT``) is torch's 'indent', which it refuses there too."""
 
-    always_accept = ("NEWLINE",)
+    always_accept = ("NEWLINE", "INDENT")
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         depth = 0
@@ -421,7 +422,10 @@ class _Newlines:
         pending = None
         for tok in stream:
             kind = tok.type
-            if kind == "NEWLINE":
+            if kind == "INDENT" and depth == 0 and started:
+                yield tok  # nothing follows it that could make it a newline torch ignores
+                continue
+            if kind == "NEWLINE" or kind == "INDENT":
                 if depth == 0 and started and pending is None:
                     pending = tok
                 continue

@@ -4,7 +4,7 @@ Regenerate with `make tables` after changing the grammar (tests/lalr/test_tables
 """
 
 # fmt: off
-TABLES = {'grammar_sha256': 'd5380b7eecd91d1207a1e3a4cd9b157314dc1bfefcb80ab454d556ceb115df60',
+TABLES = {'grammar_sha256': '29cee368e471f115fc5389e762d730c5d9156edef3397e8147d839c45cf8cb0d',
  'scanners': (((('IDENT',
                  '(?!(?:def|if|else|elif|while|return|is|and|or|not|in|for|global|raise|assert|break|continue|del|pass|class|import|with|as|Ellipsis)(?![A-Za-z0-9_]))[A-Za-z_][A-Za-z0-9_]*'),
                 ('NUMBER',
@@ -14,6 +14,7 @@ TABLES = {'grammar_sha256': 'd5380b7eecd91d1207a1e3a4cd9b157314dc1bfefcb80ab454d
                  ']|\\\\[\\s\\S])*\'|"(?:[^"\\\\\n'
                  ']|\\\\[\\s\\S])*"'),
                 ('COMMENT', '#(?! type:)[^\n]*'),
+                ('INDENT', '\n[ \t\x0c\r\\v]+(?=\\\\)'),
                 ('WS', '[ \t\x0c\r\\v]+'),
                 ('DOTS', '\\.\\.\\.'),
                 ('LINE_CONTINUATION', '\\\\\n'),
@@ -44,7 +45,7 @@ TABLES = {'grammar_sha256': 'd5380b7eecd91d1207a1e3a4cd9b157314dc1bfefcb80ab454d
                           'RRef': 'RREF',
                           'True': 'TRUE'}},
                (('\t\x0b\x0c\r ', ('WS',)),
-                ('\n', ('NEWLINE',)),
+                ('\n', {'': ('NEWLINE',), '\t\x0b\x0c\r ': ('INDENT', 'NEWLINE')}),
                 ('!', 'BANG'),
                 ('"\'', ('STRING',)),
                 ('#', ('COMMENT',)),
