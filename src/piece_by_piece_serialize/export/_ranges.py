@@ -212,10 +212,8 @@ class RangeChecks:
             described, _ = described_calls(calls, wrapper._pbp_op)
             if described[0].key != key:  # a call of another structure: the program is not what runs it
                 continue
-            own = {**dict(wrapper._pbp_original.named_parameters()), **dict(wrapper._pbp_original.named_buffers())}
-            weights = [own[n] for n in wrapper._pbp_op.weight_names or ()]
             tensors = contiguous(make_copy(list(described[0].tensors)))  # recorded calls are shared (Note [shared copies])
-            self._judge_own(path, where, [*weights, *tensors], flat_result(path, calls[0], described[0].call))
+            self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, calls[0], described[0].call))
 
 
 def _mib(n: int) -> str:
