@@ -422,10 +422,11 @@ class _Newlines:
         pending = None
         for tok in stream:
             kind = tok.type
-            if kind == "INDENT" and depth == 0 and started:
-                yield tok  # nothing follows it that could make it a newline torch ignores
+            if kind == "INDENT":  # refused after the first token outside brackets, ignored elsewhere
+                if depth == 0 and started:
+                    yield tok
                 continue
-            if kind == "NEWLINE" or kind == "INDENT":
+            if kind == "NEWLINE":
                 if depth == 0 and started and pending is None:
                     pending = tok
                 continue
