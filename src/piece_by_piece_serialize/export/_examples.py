@@ -60,6 +60,7 @@ Imports: :mod:`..custom_op` (the call structure), :mod:`..serialize`; torch on u
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -412,8 +413,7 @@ def resized(example: Example, specs: Sequence[DimSpec | None], sizes: Mapping[st
     for i, (t, dims) in enumerate(zip(example.tensors, specs, strict=True)):
         if id(t) not in made:
             new = t
-            for d, spec in (dims or {}).items():
-                want = _size_of(spec, sizes, int(t.shape[d]), _name(spec, i, d, partition))
+            for d, want in _sized(t, dims, i, sizes, partition).items():
                 if want != new.shape[d]:
                     index = torch.arange(want, device=t.device) % max(int(t.shape[d]), 1)
                     new = new.index_select(d, index)
@@ -421,6 +421,11 @@ def resized(example: Example, specs: Sequence[DimSpec | None], sizes: Mapping[st
         tensors.append(made[id(t)])
     args, kwargs = rebuild_arguments(example.call, tensors)
     return tuple(args), kwargs
+
+
+def _sized(t: Any, dims: DimSpec | None, i: int, sizes: Mapping[str, int], partition: Partition | None) -> dict[int, int]:
+    """Each dynamic dimension of flat tensor ``i`` (``t``) at its size in ``sizes`` (its own where not named)."""
+    return {d: _size_of(spec, sizes, int(t.shape[d]), _name(spec, i, d, partition)) for d, spec in (dims or {}).items()}
 
 
 def _name(spec: Any, i: int, d: int, partition: Partition | None) -> str:
@@ -498,11 +503,8 @@ def input_bytes(example: Example, specs: Sequence[DimSpec | None], sizes: Mappin
         if id(t) in seen:
             continue
         seen.add(id(t))
-        n = 1
-        for d, length in enumerate(t.shape):
-            spec = (dims or {}).get(d)
-            n *= int(length) if spec is None else _size_of(spec, sizes, int(length), _name(spec, i, d, partition))
-        total += n * t.element_size()
+        shape = {**dict(enumerate(map(int, t.shape))), **_sized(t, dims, i, sizes, partition)}
+        total += math.prod(shape.values()) * t.element_size()
     return total
 
 
