@@ -87,6 +87,23 @@ def test_a_70b_shaped_llama_on_meta_exports_piece_by_piece_without_its_weights(c
     lines = [line for line in str(report).splitlines() if "layers.0-1" in line]
     assert len(lines) == 1 and "not run" in lines[0]
     assert "values not run (the model's weights are on the meta device" in report.to_markdown()
+    # without values its checks would repeat the first's exactly: it takes them (Note [identical pieces without values])
+    assert report.notes[-1] == (
+        "1 piece identical to model.layers.0 (model.layers.1) took its checks: without values a check compares shapes "
+        "and dtypes, and their recorded calls have its shapes and dtypes in and out"
+    )
+
+
+def test_identical_layers_with_values_are_each_checked() -> None:
+    sizes = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    model = _llama("cpu", layers=3, **sizes)
+    args, kwargs, shapes = _decode_step(model)
+    report = export_piece_by_piece(model, args, kwargs, dynamic_shapes=shapes, classes="LlamaDecoderLayer").report
+    assert not any("took its checks" in note for note in report.notes)
+    # each layer's own weights, each compared: a difference of its own (0.0, not None), on a call per example
+    for path in report.behind_operators:
+        assert report.pieces[path].max_abs_diff is not None and report.pieces[path].checked_calls == 2
+        assert report.pieces[path].outputs  # its outputs' comparisons are its own, kept by name
 
 
 def test_a_llama_built_under_fake_tensor_mode_exports_with_its_checks_of_values_reported_not_run() -> None:

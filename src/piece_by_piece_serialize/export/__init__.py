@@ -158,8 +158,8 @@ def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[lis
     (automatic mode too: a piece cut for a reason that held only in the model's context exports alone), the
     program against eager on the examples and across
     the declared ranges."""
+    own = job.own_programs()  # first: without values, identical pieces take their twin's checks
     checks = job.check_pieces()
-    own = job.own_programs()
     whole = job.check_program(program, references, names)
     if job.unchecked is None:  # the ranges' points compare values: none to compare without them
         checked = job.check_ranges(lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)

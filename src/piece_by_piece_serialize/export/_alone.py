@@ -76,6 +76,16 @@ def as_carried(example: Example, op: Any) -> Example:
     return Example(example.args, example.kwargs, fresh, key, [example.tensors[i] for i in kept])
 
 
+def shapes_of(path: str, calls: Sequence[Recorded], described: Sequence[Example]) -> list[Any]:
+    """Each recorded call's tensors as its operator carries them, in (``described``) and out (its recorded eager
+    outputs), to the shape and dtype: all that a check compares when there are no values (Note [identical pieces
+    without values] in :mod:`._job`)."""
+    def of(tensors: Sequence[Any]) -> list[tuple[tuple[int, ...], Any]]:
+        return [(tuple(t.shape), t.dtype) for t in tensors]
+
+    return [(of(e.tensors), of(flat_result(path, r, e.call))) for r, e in zip(calls, described, strict=True)]
+
+
 def piece_output_names(recorded: Recorded, call: Call | None = None) -> list[str]:
     """The names of a piece's flat outputs (``output.0``, ``cache0.updated.layers.0.keys``) for its verdict."""
     return output_names(recorded.output, [(f"cache{i}", c) for i, c in enumerate(_caches_of(recorded, call))])

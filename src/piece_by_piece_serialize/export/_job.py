@@ -13,6 +13,19 @@ failed attempt puts the modules blamed for it (Note [blame]) behind operators, t
 enough. An attempt whose failure cannot be blamed on a module not yet behind an operator ends the search
 with :class:`PieceByPieceExportError`.
 
+Note [identical pieces without values]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+Without values (Note [exports without values] in :mod:`._values`) a check compares shapes and dtypes only. A
+piece that may take the program of an identical piece before it (Note [shared programs] in :mod:`._reuse`),
+whose every recorded call has that piece's structure and, as its operator carries it, the same shapes and
+dtypes in and out, would repeat that piece's checks exactly: the same program on inputs of the same shapes
+gives outputs of the same shapes, and the eager outputs they are compared with are the same shapes too. Its
+module, identical by the same Note, computes those shapes from the same code on the same shapes, so its check
+through the operator would repeat the other's as well (made only when each example calls it once, as the
+comparison of shapes covers the first call of each). So the piece takes that piece's checks (its *twin*'s)
+instead of running them: 80 identical layers of a 70B-shaped model on ``meta`` are checked once (issue 28).
+With values nothing is shared: each piece's own weights give values of their own, each compared.
+
 Imports: :mod:`..custom_op` (the wrappers, the call structure), :mod:`..serialize`, and the modules of this
 package below it (:mod:`._reuse` for Note [shared programs], :mod:`._alone` for each piece's own program);
 torch.
@@ -44,6 +57,7 @@ from ._alone import (
     export_program,
     flat_result,
     piece_output_names,
+    shapes_of,
     worse,
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
@@ -53,7 +67,7 @@ from ._flat import FlatCall
 from ._ranges import RangeChecks, count
 from ._record import Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
-from ._reuse import reusable
+from ._reuse import reusable, same_structures
 from ._verdict import Verdict
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
@@ -97,6 +111,9 @@ class Job(RangeChecks):
         self.runnable: Any = None  # the program's runnable module, once checked
         # each piece's own program (own_programs), less those a point of the declared ranges drops (_ranges.RangeChecks._judge_own)
         self.own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]] = {}
+        # without values, each piece whose checks are those of an identical piece before it, and that piece (Note
+        # [identical pieces without values])
+        self.twins: dict[str, str] = {}
         self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
         self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
 
@@ -222,6 +239,11 @@ class Job(RangeChecks):
             original = wrapper._pbp_original
             worst: float | None = 0.0
             n = 0
+            twin = self.twins.get(path)
+            if twin in out and all(len(r.calls.get(path, [])) <= 1 for r in self.recordings):
+                # Note [identical pieces without values]: its twin's result, on as many calls
+                out[path] = (out[twin][0], sum(len(r.calls.get(path, [])) for r in self.recordings))
+                continue
             for recording in self.recordings:
                 for recorded in recording.calls.get(path, [])[:_CHECKED_CALLS]:
                     args, kwargs = make_copy((recorded.args, recorded.kwargs))
@@ -232,6 +254,15 @@ class Job(RangeChecks):
                     worst = worse(worst, self.verdict.compare(path, want, got, f"the piece {path}", piece_output_names(recorded)))
                     n += 1
             out[path] = (worst if n else None, n)  # no call, nothing compared: not a difference of 0
+        by_donor: dict[str, list[str]] = {}
+        for path, donor in self.twins.items():
+            by_donor.setdefault(donor, []).append(path)
+        for donor, paths in by_donor.items():
+            some = ", ".join(paths) if len(paths) <= 3 else f"{paths[0]}, ..., {paths[-1]}"
+            self.notes.append(
+                f"{count(len(paths), 'piece')} identical to {donor} ({some}) took its checks: without values a check "
+                "compares shapes and dtypes, and their recorded calls have its shapes and dtypes in and out"
+            )
         return out
 
     def check_program(self, program: Any, references: list[list[Any]], names: list[str] | None = None) -> float | None:
@@ -251,6 +282,7 @@ class Job(RangeChecks):
         programs]): program, failure, time, max |diff|, and the key of the call structure the program computes."""
         out = self.own = {}
         donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces with a program of their own
+        shapes: dict[str, list[Any]] = {}  # without values, what the checks of each donor compared
         failed: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces torch.export failed on alone
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
@@ -272,6 +304,10 @@ class Job(RangeChecks):
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
                     program, _, _, donor_worst, _ = out[donor]
+                    if self._twin(path, calls, described, donor, donor_described, shapes):
+                        out[path] = (program, None, time.perf_counter() - start, donor_worst, described[0].key)
+                        _log.info("piece %d/%d, %s: the program and the checks of %s", number, len(self.wrappers), path, donor)
+                        break
                     trial = Verdict(self.verdict.atol, self.verdict.rtol)
                     try:
                         worst = check_alone(program, module, path, calls, described, names, runnables, trial)
@@ -292,12 +328,25 @@ class Job(RangeChecks):
                 out[path] = export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
+                    if self.unchecked is not None:
+                        shapes[path] = shapes_of(path, calls, described)
                 elif not isinstance(out[path][1], RefusedCall):
                     failed.append((path, module, described, specs))
                 failure = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
                           "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
+
+    def _twin(self, path: str, calls: list[Any], described: list[Example], donor: str, donor_described: list[Example],
+              shapes: dict[str, list[Any]]) -> bool:  # fmt: skip
+        """Whether the piece, which may take ``donor``'s program, takes its checks too (Note [identical pieces
+        without values]); if so, it is remembered as the donor's twin."""
+        if self.unchecked is None or donor not in shapes or not same_structures(described, donor_described):
+            return False
+        if shapes_of(path, calls, described) != shapes[donor]:
+            return False
+        self.twins[path] = donor
+        return True
 
     def saved_pieces(self, own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]) -> list[SavedPiece]:
         """What :meth:`PieceByPieceExport.save` writes of each piece."""

@@ -76,6 +76,12 @@ def reusable(donor: torch.nn.Module, module: torch.nn.Module, calls: Sequence[Re
     return not _reads(module, donor, differing, calls[0], example, renumber)
 
 
+def same_structures(described: Sequence[Example], donor: Sequence[Example]) -> bool:
+    """Whether two pieces' recorded calls have, call by call, the same structure but for the positions of the
+    cache layers they carry (point 4 for every call, where :func:`reusable` looks at the first)."""
+    return len(described) == len(donor) and all(_structure(a) == _structure(b) for a, b in zip(described, donor, strict=True))
+
+
 def _structure(example: Example) -> Any:
     """An example's call structure (its key) but for the positions of the cache layers it carries."""
     call = example.call
