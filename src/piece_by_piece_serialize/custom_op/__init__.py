@@ -281,8 +281,7 @@ class _Op:
 
         if _Eager.depth or not any(isinstance(t, FakeTensor) for t in tensors):  # Note [eager calls without values]
             out = self._kernel(tensors, *rest)[0]  # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
-            # a fake kernel may not return its inputs (unchanged cache tensors, for one)
-            return [t.clone() if any(t is x for x in tensors) else t for t in out]
+            return _not_inputs(out, tensors)
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
         call = self._lookup(key)
         if self.fake_fn is not None:
@@ -292,8 +291,7 @@ class _Op:
                 call.learn_outputs(kinds, constants, n_flat, output, caches)
             elif (kinds, constants) != (call.out_kinds, call.out_constants):
                 raise CustomOpError(f"{self.qualname}: fake= returned {kinds} where the module returns {call.out_kinds}")
-            # a fake kernel may not return its inputs (unchanged cache tensors, for one)
-            return [t.clone() if any(t is x for x in tensors) else t for t in out]
+            return _not_inputs(out, tensors)
         if call.out_kinds is None or not call.shapes:
             seen = [k for k, c in self.calls.items() if c.shapes]
             raise CustomOpError(
@@ -379,6 +377,13 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             pending = op.sites.compile(args, kwargs, known, cut_key, cut, pending)
         op.sites.add(args, kwargs, pending.call, pending.key, pending)
     return result
+
+
+def _not_inputs(out: list[Any], tensors: Sequence[Any]) -> list[Any]:
+    """``out`` with a copy of each tensor that is one of ``tensors``: a fake kernel may not return its inputs (a cache
+    layer the call leaves as it is, for one). By identity, in one pass: a call carrying a whole cache has hundreds."""
+    given = set(map(id, tensors))
+    return [t.clone() if id(t) in given else t for t in out]
 
 
 class _KernelState:
