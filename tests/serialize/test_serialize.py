@@ -523,6 +523,33 @@ def test_make_copy_caches_layer_by_layer() -> None:
     assert make_copy(hybrid).layers[1].cumulative_length == hybrid.layers[1].cumulative_length
 
 
+def test_make_copy_of_a_cache_of_a_structure_copied_before_keeps_its_own_state() -> None:
+    # Note [copies of a known structure]: the second copy matches the first's description; a cache whose state
+    # differs (a sliding layer's count, a layer emptied) must not, and is copied as it is
+    hybrid = _hybrid_cache()
+    first = make_copy(hybrid)
+    hybrid.layers[1].cumulative_length += 3
+    second = make_copy(hybrid)
+    assert first.layers[1].cumulative_length + 3 == second.layers[1].cumulative_length == hybrid.layers[1].cumulative_length
+    assert assert_same(hybrid, second) > 0
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i in range(3):
+        cache.update(torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8), i)
+    copies = [make_copy(cache) for _ in range(2)]  # the second through the kept description
+    cache.layers[2].keys = cache.layers[2].keys[:, :, :1]
+    cache.layers[2].values = cache.layers[2].values[:, :, :1]
+    copies.append(make_copy(cache))
+    assert [c.layers[2].keys.shape[2] for c in copies] == [4, 4, 1]
+    for copied in copies[1:]:
+        assert type(copied) is DynamicCache and all(a is not b for a, b in zip(copied.layers, cache.layers))
+    assert assert_same(cache, copies[2]) == 6
+    cache.layers[1].is_initialized, cache.layers[1].keys, cache.layers[1].values = False, None, None  # emptied
+    emptied = make_copy(cache)
+    assert emptied.layers[1].is_initialized is False and emptied.layers[1].keys is None
+
+
 def test_make_copy_numpy() -> None:
     np = pytest.importorskip("numpy")
     arr = np.arange(3)

@@ -20,7 +20,17 @@ as :func:`_copy` makes), or share when the version cannot be read (inference ten
 given to a new one (a weak reference to the original tells them apart). The copies' users must then not change
 them in place, which none does: whatever runs on a recorded call runs on a copy of it or on a traced program.
 
-Imports: :mod:`._caches` only (and torch, bound by :func:`_setup` on first use).
+Note [copies of a known structure]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A cache is copied by describing it, flattening it and rebuilding it from the clones of its items. The recording
+copies every decoder layer's whole cache before and after its call, so an L-layer model's recording describes
+2L caches of L layers each: a type-info node per layer, each adapter's checks, the names of errors never raised
+(at 160 layers, a third of the recording). So each cache class keeps the last few descriptions it was copied
+with, each with its matcher (Note [cache matchers] in :mod:`._cache_match`): a cache that matches is exactly one
+:func:`._caches.describe` would describe so, its items exactly :func:`._caches.flatten`'s, and it is rebuilt from
+them with that description; any other cache is described in full, which raises what describe raises.
+
+Imports: :mod:`._caches` and :mod:`._cache_match` (and torch, bound by :func:`_setup` on first use).
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _caches
+from . import _cache_match, _caches
 
 # torch objects, bound on first use by _setup (called by the package's own _setup)
 _Tensor: Any = None
@@ -80,7 +90,7 @@ def _copy(obj: Any, clone: Callable[[Any], Any] = _clone) -> Any:
         if hasattr(cls, "n_sequence_fields") or cls is _Size:
             return cls([_copy(x, clone) for x in obj])  # torch.return_types.* (structseq) and torch.Size
     if _caches.is_cache(obj) and type(obj) in _caches.SUPPORTED:
-        return _caches.copy_cache(obj, _copy if clone is _clone else functools.partial(_copy, clone=clone))
+        return _copy_cache(obj, _copy if clone is _clone else functools.partial(_copy, clone=clone))
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(obj, numpy.ndarray):
         return obj.copy()
@@ -91,6 +101,28 @@ def _copy(obj: Any, clone: Callable[[Any], Any] = _clone) -> Any:
             f"make_copy: cannot copy a {cls.__module__}.{cls.__qualname__}: copy.deepcopy failed with "
             f"{type(err).__name__}: {err}"
         ) from err
+
+
+# Descriptions kept per cache class (Note [copies of a known structure]): a model's caches have one or two
+# structures (a prefill's, a step's); past this many, copies describe in full.
+_KNOWN_PER_CLASS = 8
+_known: dict[type, list[tuple[Callable[[Any, list[Any]], bool], Any, Callable[[list[Any]], Any]]]] = {}
+
+
+def _copy_cache(cache: Any, clone: Callable[[Any], Any]) -> Any:
+    """A copy of a supported cache (:func:`._caches.copy_cache`), matched against the descriptions it was copied
+    with before (Note [copies of a known structure]) and rebuilt by their compiled builders."""
+    known = _known.setdefault(type(cache), [])
+    for match, info, build in known:
+        items: list[Any] = []
+        if match(cache, items):
+            clones = [clone(x) for x in items]
+            made = build(clones)  # None where an item is not what the common case holds: the checked route
+            return made if made is not None else _caches.rebuild(info, clones)
+    info = _caches.describe(cache)
+    if len(known) < _KNOWN_PER_CLASS:
+        known.append((_cache_match.matcher(info, type(cache), "cache")[0], info, _caches.builder(info)))
+    return _caches.rebuild(info, [clone(x) for x in _caches.flatten(cache, info)])
 
 
 class SharedCopies:
