@@ -3,7 +3,7 @@
 Each family computes its experts through transformers' ``grouped_mm`` experts, which under ``torch.export`` call
 the custom operator ``transformers::grouped_mm_fallback``: four experts, two per token, so that a short prompt
 leaves some expert without a token. Two layers; a family whose first layer is dense (DeepSeek-V3, GLM-4-MoE)
-has one dense and one mixture layer. Used by the ONNX tests and bench/onnx_moe_families.py. LongCat-Flash
+has one dense and one mixture layer. Used by the ONNX tests and bench/families.py. LongCat-Flash
 (:func:`longcat_flash`) is apart: its experts loop over the experts chosen, in Python, a branch on the data.
 """
 

@@ -184,3 +184,27 @@ def test_a_config_is_rebuilt_by_the_class_transformers_registers_for_its_type_an
     hub = dataclasses.replace(state, configs=((name, "jamba", {**data, "attn_implementation": "someone/kernel"}),))
     with pytest.raises(ArtifactError, match=r"names the attention implementation 'someone/kernel', which transformers does not register"):
         rebuild(hub, weights, classes, "jamba.pt2", "model.layers.0.mamba")
+
+
+def test_a_config_holding_an_infinite_float_is_rebuilt(tmp_path: Path) -> None:
+    # Granite-MoE-hybrid's config holds time_step_limit=(0.0, inf), which transformers' JSON writes as
+    # {"__float__": "Infinity"}; before: "its granitemoehybrid config cannot be rebuilt: Validation error for field
+    # 'time_step_limit'" at load, for an archive the export wrote without complaint
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+    import _tiny_moe
+
+    model = _tiny_moe.moe("granitemoehybrid")
+    assert model.config.time_step_limit == (0.0, float("inf"))
+    dims = {0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=32)}
+    layer = type(model.model.layers[0])
+    result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims}, classes=layer)
+    assert result.pieces["model.layers.0"].program is None  # its Mamba mixer pads to its chunk: no program of its own
+    result.save(tmp_path / "granite.pt2")
+    result.close()
+    classes = list(dict.fromkeys(type(m) for m in model.model.layers[0].modules() if not type(m).__module__.startswith("torch.")))
+    loaded = load_piece_by_piece(tmp_path / "granite.pt2", implementations=classes)
+    x = tiny.ids(11, 3, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+    loaded.close()

@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers")
 import _tiny_models as tiny  # noqa: E402
 from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize.export import ExportMismatchError  # noqa: E402
 from piece_by_piece_serialize.onnx_export import OnnxExportError  # noqa: E402
 
 BATCH = torch.export.Dim("batch", min=1, max=32)
@@ -77,16 +78,39 @@ def test_llama4_layers_given_complex_rotary_frequencies(tmp_path: Path) -> None:
         assert _max_diff(run_onnx(tmp_path / "llama4.onnx", (ids,), kwargs), eager_outputs(model, (ids,), kwargs)) <= 1e-4
 
 
+def _llama4_step(model: Any, strict: bool = True) -> Any:
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    return export_piece_by_piece(
+        model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other, classes="Llama4TextDecoderLayer", strict=strict
+    )
+
+
+def test_a_llama4_decode_step_whose_program_guards_the_count_of_positions_fails_past_the_guard() -> None:
+    # The model's own code (its chunked attention's mask) guards the cache's count of positions at <= 15, where the
+    # declared range (Dim.DYNAMIC, from the two examples) has no end: a cache of 30 positions, which eager takes,
+    # the program refuses. The range checks sample up to twice the example (13) and passed; they now also check one
+    # past the program's own end (16), the count alone past the keys a chunk keeps (15), and the verdict fails there.
+    model = _llama4()
+    with pytest.raises(ExportMismatchError, match=r"\(model\) at past\.layers\.0\.cumulative_length dim 0=16 \(the dimensions that move with it at 15\) the program fails where eager runs: .*Guard failed") as caught:
+        _llama4_step(model)
+    program = caught.value.result.module()
+    x, cache = tiny.ids(1, 2, 9), tiny.prefill(model, 30, batch=2)[1]
+    with torch.no_grad():
+        model(x, cache=tiny.prefill(model, 30, batch=2)[1])  # eager takes it
+    with pytest.raises(Exception, match="Guard failed"):
+        program(x, cache=cache)
+
+
 def test_a_llama4_decode_step_whose_layer_programs_hold_less_than_the_declared_range_is_refused_by_name(tmp_path: Path) -> None:
     # A layer keeps at most one attention chunk (16) of keys: its program, exported from caches of 6 and 8 positions,
     # holds up to 12 (written without its guards, it would return 18 positions at 14 past and 4 new where eager keeps
-    # 15). The program of the model calls the layers eagerly and is exact; the ONNX file, which would run the layers'
-    # programs, is refused by name at the point of the declared range where they fail.
+    # 15). The program of the model calls the layers eagerly but guards the count of positions at 15 (the test
+    # above), its verdict FAIL; the ONNX file, which would run the layers' programs, is refused by name at the point
+    # of the declared range where they fail.
     model = _llama4()
-    other = torch.export.AdditionalInputs()
-    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
-    result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other, classes="Llama4TextDecoderLayer")
-    assert result.report.passed
+    result = _llama4_step(model, strict=False)
+    assert result.report.failed == ["(model)"]
     assert all(result.pieces[f"model.layers.{i}"].program is None for i in range(2))
     with pytest.raises(OnnxExportError, match=r"model\.layers\.0 \(other: its program, exported alone from its recorded calls, fails at past\.layers\.0\.keys dim 2=13"):
         result.to_onnx(tmp_path / "llama4.onnx")

@@ -115,7 +115,7 @@ def _decoder_layers(model: Any) -> tuple[type, ...]:
 
 
 # Each family of transformers 5 whose experts call transformers::grouped_mm_fallback, one way each to keep the
-# suite short (bench/onnx_moe_families.py runs every family both ways, at prefill and with the cache): with its
+# suite short (bench/families.py runs every family both ways, at prefill and with the cache): with its
 # decoder layers behind operators (one ONNX function per distinct layer) or exported automatically (the model
 # exports whole, the operator in the top program); a prefill, or a step with the cache in and out (one new token
 # for MiniMax and Granite-MoE-hybrid, whose layers' programs hold one length of new tokens: MiniMax's lightning

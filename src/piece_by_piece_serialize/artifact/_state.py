@@ -29,6 +29,7 @@ Imports: :mod:`._manifest`, :mod:`._errors`; torch on use.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -88,6 +89,23 @@ def _config(value: Any) -> tuple[str, dict[str, Value]] | None:
     return (model_type, data) if _storable(data) else None
 
 
+# transformers' JSON writes an infinite or NaN float as {"__float__": "Infinity"} (Granite-MoE-hybrid's
+# time_step_limit is (0.0, inf)); its file reader turns the tag back into the float, from_dict does not
+_FLOAT_TAGS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _special_floats(value: Any) -> Any:
+    """``value`` with each float tag of transformers' JSON (``{"__float__": "Infinity"}``) the float it stands for."""
+    if type(value) is dict:
+        tag = value.get("__float__")
+        if len(value) == 1 and isinstance(tag, str) and tag in _FLOAT_TAGS:
+            return _FLOAT_TAGS[tag]
+        return {k: _special_floats(v) for k, v in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_special_floats(v) for v in value)
+    return value
+
+
 def _rebuilt_config(model_type: str, data: dict[str, Value], source: str, where: str) -> Any:
     """The config carried as (``model_type``, ``data``), built by the class transformers registers for that type."""
     auto = sys.modules.get(_CONFIGS)
@@ -100,7 +118,7 @@ def _rebuilt_config(model_type: str, data: dict[str, Value], source: str, where:
         # a name transformers does not have would be looked up elsewhere (a kernel from the Hub) when the code reads it
         raise ArtifactError(source, f"{where}: its {model_type} config names the attention implementation {implementation!r}, which transformers does not register")
     try:
-        return auto.CONFIG_MAPPING[model_type].from_dict(dict(data))
+        return auto.CONFIG_MAPPING[model_type].from_dict(_special_floats(dict(data)))
     except Exception as exc:  # transformers refuses the values: the file's, not the loader's, fault
         raise ArtifactError(source, f"{where}: its {model_type} config cannot be rebuilt: {exc}") from None
 

@@ -162,7 +162,7 @@ def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[lis
     checks = job.check_pieces()
     whole = job.check_program(program, references, names)
     if job.unchecked is None:  # the ranges' points compare values: none to compare without them
-        checked = job.check_ranges(lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)
+        checked = job.check_ranges(program, lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)
         if checked:
             job.notes.append(checked)
     return checks, own, whole

@@ -36,8 +36,11 @@ Note [every declared range]
 Two examples show a program at two points. After the export, the program is also run, and compared with
 eager, with each independent dynamic dimension alone at the low end of its declared range, a value between
 and the high end (an unbounded range is taken up to twice the example's size and one), the others at the
-example's sizes. A point eager refuses is out of the model's own range and skipped; a point eager accepts and
-the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
+example's sizes; and where the program's own range of a dimension ends before the declared one (a guard such
+as ``past <= 15``, which Llama 4's chunked attention puts in the program of its decode step), one past that end,
+which sampling up to twice the example's size would miss: with the dimensions that moved with it in the
+examples, else alone (past its window, a cache counts more positions than it keeps keys). A point eager refuses is out of the model's own range
+and skipped; a point eager accepts and the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
 other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix.
 
 Note [checks in bounded memory]
@@ -534,4 +537,33 @@ def range_points(example: Example, specs: Sequence[DimSpec | None], partition: P
         for size in sorted({low, (low + top) // 2, top}):
             if size != old and size >= 1:
                 points.append({name: size})
+    return points
+
+
+def guard_points(example: Example, specs: Sequence[DimSpec | None], program: Any, partition: Partition | None = None) -> list[tuple[dict[str, int], str]]:
+    """One size past the end of the program's own range of each independent dynamic dimension, where that end
+    is within the declared range (Note [every declared range]), and the place (``#3.0``) of the hint guarded (a
+    named Dim's name, which moves only as a whole): the program's placeholders are the flat tensors of
+    ``example`` in order, each dimension a symbol of ``program.range_constraints``."""
+    from torch.export.dynamic_shapes import _DerivedDim, _DimHint, _DimHintType
+
+    user = set(program.graph_signature.user_inputs)
+    values = [n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder" and n.name in user]
+    if len(values) != len(example.tensors):  # not the flat call (never for the export's program): nothing to add
+        return []
+    points: list[tuple[dict[str, int], str]] = []
+    for i, (value, dims) in enumerate(zip(values, specs, strict=True)):
+        for d, spec in (dims or {}).items():
+            if (isinstance(spec, _DimHint) and spec.type == _DimHintType.STATIC) or isinstance(spec, _DerivedDim):
+                continue
+            expr = getattr(getattr(value.shape[d], "node", None), "expr", None) if value is not None else None
+            upper: Any = getattr(program.range_constraints.get(expr), "upper", None)
+            if not getattr(upper, "is_Integer", False):  # unbounded: torch's int_oo, which is no sympy Integer
+                continue
+            high = bounds(spec, int(example.tensors[i].shape[d]))[1]
+            upper = int(upper)
+            name = _name(spec, i, d, partition)
+            point = {name: upper + 1}
+            if (high is None or upper < high) and point not in [p for p, _ in points]:  # a named Dim never moves alone
+                points.append((point, f"#{i}.{d}" if isinstance(spec, _DimHint) else name))
     return points

@@ -17,7 +17,18 @@ from ..serialize import make_copy
 from ._alone import contiguous, described_calls, flat_result
 from ._blame import OTHER, Failure
 from ._errors import PieceByPieceExportError
-from ._examples import DimSpec, Example, describe, groups, input_bytes, largest_within, range_points, resized, size_partition
+from ._examples import (
+    DimSpec,
+    Example,
+    describe,
+    groups,
+    guard_points,
+    input_bytes,
+    largest_within,
+    range_points,
+    resized,
+    size_partition,
+)
 from ._record import module_paths, run_recording
 from ._verdict import Verdict
 
@@ -44,15 +55,17 @@ class RangeChecks:
 
         def report(self, whole_diff: float | None, mode: str) -> Any: ...  # the job's
 
-    def check_ranges(self, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
-        """The program against eager at the points of the declared ranges (Note [every declared range] in
+    def check_ranges(self, program: Any, eager: Any, names: list[str] | None, label: Any, partition: dict[str, str] | None) -> str | None:
+        """``program`` against eager at the points of the declared ranges (Note [every declared range] in
         :mod:`._examples`), after :meth:`check_program`; ``eager`` gives the model's flat outputs for an example.
         Returns a note for the report; raises :class:`PieceByPieceExportError` for a dimension declared dynamic
         whose every other size eager refuses."""
         from torch.export.dynamic_shapes import _DimHint, _DimHintType
 
         first = self.examples[0]
-        points, moved = self._affordable(range_points(first, self.specs, partition), partition, label)
+        points = range_points(first, self.specs, partition)
+        edges = {(*p.items(),): place for p, place in guard_points(first, self.specs, program, partition)}
+        points, moved = self._affordable(points + [dict(e) for e in edges if dict(e) not in points], partition, label)
         if not points:
             return "; ".join(moved) or None
         _log.info("checking the program against the model at %s of the declared ranges", count(len(points), "point"))
@@ -64,8 +77,13 @@ class RangeChecks:
             tries: list[tuple[dict[str, int], dict[str, str] | None]] = [(point, partition)]
             if name in by_size:  # a hint, then with every hint of its size (a dimension given twice, not seen so)
                 tries.append(({by_size[name]: size}, by_size))
+            place = edges.get(((name, size),), name)
+            if place != name:  # past the program's guard, the dimension guarded alone, the others of its group at the
+                tries.append(({name: size - 1, place: size}, {**(partition or {}), place: place}))  # guard's end
             for sized, grouping in tries:
                 where = f"{label(name)}={size}" + ("" if grouping is partition else " (with the hints of its size)")
+                if place != name and place in sized:
+                    where = f"{label(place)}={size} (the dimensions that move with it at {size - 1})"
                 try:  # a cache may refuse sizes its tensors must share before the model does
                     example = describe(*resized(first, self.specs, sized, grouping))
                     want = eager(example)

@@ -1,0 +1,297 @@
+"""Issue 31's table, family by family: export, save and load in a fresh process, and ONNX, each against eager.
+
+The families: the mixture-of-experts ones of ``tests/_tiny_moe.py`` (two layers, hidden 32, four experts, two
+per token), Llama 4 text (complex rotary), Jamba (a Mamba mixer), Qwen3-Next (a gated delta-net) and
+LongCat-Flash (experts that loop in Python over the experts chosen), each tiny, built from config. Each is
+exported automatically and with ``classes=`` its decoder layers, at a prefill (no cache) and at a decode step
+(the cache in and out, two examples through ``torch.export.AdditionalInputs``). One line per case:
+
+- export: the report's verdict and max |diff| against eager, the pieces behind operators (those without a
+  program of their own starred), or the error's class and first line;
+- load: ``save``, then ``load_piece_by_piece`` in a fresh interpreter (this file with ``--load``), its outputs
+  and caches against eager at three shapes the export did not see; when the load asks for ``implementations=``
+  the classes it names (or the instances, when it says so) are given and the load retried, and the line says so;
+- onnx: ``to_onnx``, then onnxruntime against eager at the same three shapes, or the refusal's first line.
+
+LongCat-Flash runs once more (``longcat_flash+translation``) with its experts' ONNX translation, the one of
+tests/onnx_export/test_onnx_translations.py, given through ``to_onnx(..., translations=)``. Not part of
+``make bench`` (about an hour of exports on two cores); run ``python bench/families.py [family ...]`` from the
+repository (``--list`` names the families).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(HERE, "..", "tests")
+sys.path.insert(0, TESTS)
+
+MOE = ("qwen2_moe", "qwen3_moe", "mixtral", "phimoe", "gpt_oss", "deepseek_v3", "glm4_moe", "granitemoehybrid", "minimax")
+OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+translation")
+TIMEOUT = 900  # seconds a step may take before it counts as a hang
+
+
+def _llama4() -> Any:
+    """Llama 4 text as tests/onnx_export/test_onnx_complex.py builds it."""
+    import torch
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    import _tiny_models as tiny
+
+    cfg = Llama4TextConfig(**tiny._COMMON, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1, attention_chunk_size=16)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return Llama4ForCausalLM(cfg).eval()
+
+
+def build(family: str) -> Any:
+    """The tiny model of ``family`` (its cache class registered where the serializer needs it)."""
+    import _tiny_models as tiny
+    import _tiny_moe
+
+    family = family.removesuffix("+translation")
+    if family == "minimax":
+        tiny.register_minimax_cache()
+    if family in MOE:
+        return _tiny_moe.moe(family)
+    return {"llama4": _llama4, "jamba": tiny.jamba, "qwen3_next": tiny.qwen3_next, "longcat_flash": _tiny_moe.longcat_flash}[family]()
+
+
+def _new_tokens(family: str) -> tuple[int, int, int, int]:
+    """New tokens of the decode step: the two examples', then the unseen cases' (the third takes one)."""
+    # MiniMax's lightning-attention cache takes one new token at a time (its eager forward fails on more)
+    return (1, 1, 1, 1) if family == "minimax" else (3, 2, 2, 3)
+
+
+def inputs(model: Any, family: str, shape: str) -> tuple[list[Any], Any, list[Any]]:
+    """(the examples, the dynamic shapes, three unseen cases) of ``shape``, each example or case (args, kwargs)."""
+    import torch
+
+    import _tiny_models as tiny
+
+    if shape == "prefill":
+        batch, seq = torch.export.Dim("batch", min=1, max=32), torch.export.Dim("seq", min=2, max=128)
+        x = tiny.ids(6, 2)
+        shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+        unseen = [((tiny.ids(n, b, 5),), {"attention_mask": torch.ones(b, n, dtype=torch.long), "use_cache": False}) for b, n in ((1, 3), (4, 11), (2, 20))]
+        return [((x,), {"attention_mask": torch.ones_like(x), "use_cache": False})], shapes, unseen
+    new = _new_tokens(family.removesuffix("+translation"))
+    examples = [((tiny.ids(new[0], 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]})]
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(new[1], 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    unseen = [((tiny.ids(n, b, 9),), {"cache": tiny.prefill(model, past, batch=b)[1]}) for b, past, n in ((1, 6, new[2]), (4, 11, new[3]), (2, 30, 1))]
+    return examples, other, unseen
+
+
+def max_diff(got: list[Any], want: list[Any]) -> float:
+    """The largest |difference| over flat outputs (a mismatch of count, shape or dtype raises)."""
+    if len(got) != len(want):
+        raise AssertionError(f"{len(got)} outputs where eager has {len(want)}")
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        if tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype:
+            raise AssertionError(f"an output {g.dtype} {tuple(g.shape)} where eager has {w.dtype} {tuple(w.shape)}")
+        if w.numel():
+            worst = max(worst, (g.double() - w.double()).abs().max().item())
+    return worst
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines() or [""]
+    return f"{type(exc).__name__}: {lines[0][:220]}"
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Hang(f"no answer in {TIMEOUT} s")
+
+
+def _export(model: Any, family: str, mode: str, shape: str) -> tuple[Any, str]:
+    """The export (None when it failed) and its cell of the table."""
+    from piece_by_piece_serialize import export_piece_by_piece
+
+    examples, shapes, _ = inputs(model, family, shape)
+    classes = tuple(dict.fromkeys(type(layer) for layer in model.model.layers)) if mode == "classes" else None
+    try:
+        (args, kwargs), = examples
+        result = export_piece_by_piece(model, args, kwargs, dynamic_shapes=shapes, classes=classes)
+    except Exception as exc:  # a cell of the table, the rest goes on
+        return None, f"FAILED {_first_line(exc)}"
+    report = result.report
+    pieces = [p + ("" if report.pieces[p].program is not None else "*") for p in report.behind_operators]
+    diff = "n/a" if report.root.max_abs_diff is None else f"{report.root.max_abs_diff:.1e}"
+    verdict = {None: "not compared", True: "pass", False: "FAIL " + ",".join(report.failed)}[report.passed]
+    cut = ", ".join(pieces) if len(pieces) <= 3 else f"{len(pieces)} pieces, {sum(p.endswith('*') for p in pieces)} without program"
+    return result, f"{verdict} |d| {diff} {report.seconds:.0f}s [{cut}]"
+
+
+def _load_cell(result: Any, family: str, shape: str, folder: str) -> str:
+    """``save``, then the load in a fresh interpreter: its cell of the table."""
+    path = os.path.join(folder, f"{family}-{shape}.pt2")
+    try:
+        result.save(path)
+    except Exception as exc:
+        return f"save FAILED {_first_line(exc)}"
+    command = [sys.executable, os.path.abspath(__file__), "--load", path, family, shape]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"HANG (no answer in {TIMEOUT} s)"
+    if out.returncode != 0:
+        return f"CRASHED (exit {out.returncode}): {(out.stderr.strip().splitlines() or [''])[-1][:220]}"
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _onnx_cell(result: Any, model: Any, family: str, shape: str, folder: str) -> str:
+    """``to_onnx``, then onnxruntime against eager at the unseen shapes: its cell of the table."""
+    from _onnx_compare import eager_outputs, run_onnx
+
+    translations = _longcat_translation(result) if family.endswith("+translation") else None
+    path = os.path.join(folder, f"{family}-{shape}.onnx")
+    try:
+        written = result.to_onnx(path, translations=translations)
+    except Exception as exc:
+        return f"refused/FAILED {_first_line(exc)}"
+    try:
+        diffs = [max_diff(run_onnx(path, a, k), eager_outputs(model, a, k)) for a, k in inputs(model, family, shape)[2]]
+    except Exception as exc:
+        return f"onnxruntime FAILED {_first_line(exc)}"
+    return f"max |d| {max(diffs):.1e} (to_onnx's own {written.model_diff:.1e}, {written.seconds:.0f}s)"
+
+
+def _longcat_translation(result: Any) -> dict[Any, Any]:
+    """The experts' operator of a LongCat-Flash export -> the translation its test writes."""
+    import torch
+
+    sys.path.insert(0, os.path.join(TESTS, "onnx_export"))
+    from test_onnx_translations import _longcat_experts
+
+    piece = result.pieces["model.layers.0.mlp.experts"]
+    namespace, _, name = piece.operator.partition("::")
+    return {getattr(getattr(torch.ops, namespace), name).default: _longcat_experts}
+
+
+def case(family: str, mode: str, shape: str, folder: str) -> str:
+    """One line of the table: export | fresh load | onnx."""
+    model = build(family)
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIMEOUT)
+    try:
+        result, export = _export(model, family, mode, shape)
+    except _Hang as exc:
+        return f"export HANG ({exc})"
+    finally:
+        signal.alarm(0)
+    if result is None:
+        return f"export {export}"
+    cells = [f"export {export}"]
+    for name, cell in (("load", lambda: _load_cell(result, family, shape, folder)), ("onnx", lambda: _onnx_cell(result, model, family, shape, folder))):
+        signal.alarm(TIMEOUT)
+        try:
+            cells.append(f"{name} {cell()}")
+        except _Hang as exc:
+            cells.append(f"{name} HANG ({exc})")
+        finally:
+            signal.alarm(0)
+    result.close()  # its operators' names are free again for the next case
+    return " | ".join(cells)
+
+
+# what a refused load asks for: a class by its qualified name, or an instance of the piece
+_ASKS = [
+    re.compile(r"the piece (?P<piece>\S+) \((?P<cls>[\w.]+)\) is stored without a program"),
+    re.compile(r"the piece (?P<piece>\S+)(?: \(its submodule \S+\))? is a (?P<cls>[\w.]+): pass that class"),
+    re.compile(r"the piece (?P<piece>\S+)(?: \(its submodule \S+\))? holds attributes the archive cannot carry.*pass an (?P<instance>instance)"),
+]
+
+
+def _asked(reason: str) -> tuple[str, str, bool] | None:
+    """(piece, class, whether an instance is asked) of a load refused for want of ``implementations=``."""
+    for pattern in _ASKS:
+        found = pattern.search(reason)
+        if found:
+            groups = found.groupdict()
+            return groups["piece"], groups.get("cls") or "", "instance" in groups
+    return None
+
+
+def _class(qualified: str) -> Any:
+    module, _, name = qualified.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def fresh_load(path: str, family: str, shape: str) -> str:
+    """In a fresh interpreter: load ``path``, giving what the load asks for, and compare with eager."""
+    from _onnx_compare import eager_outputs
+    from piece_by_piece_serialize import ArtifactError, load_piece_by_piece
+
+    model = build(family)
+    classes: list[Any] = []
+    instances: dict[str, Any] = {}
+    given: list[str] = []
+    for _ in range(12):
+        try:
+            loaded = load_piece_by_piece(path, implementations=[*classes, *instances.values()])
+            break
+        except ArtifactError as exc:
+            asked = _asked(exc.reason)
+            if asked is None:
+                return f"refused/FAILED {_first_line(exc)}" + (f" (given {', '.join(given)})" if given else "")
+            piece, cls, instance = asked
+            if instance:
+                instances[piece] = model.get_submodule(piece)
+                given.append(f"instance of {piece}")
+            else:
+                classes.append(_class(cls))
+                given.append(cls.rpartition(".")[2])
+    else:
+        return f"refused after giving {', '.join(given)}"
+    diffs = [max_diff(eager_outputs(loaded, a, k), eager_outputs(model, a, k)) for a, k in inputs(model, family, shape)[2]]
+    needs = f" (needs implementations=: {', '.join(given)})" if given else ""
+    return f"max |d| {max(diffs):.1e}{needs}"
+
+
+def main() -> None:
+    import _tiny_moe
+
+    assert set(MOE) == set(_tiny_moe.FAMILIES), "tests/_tiny_moe.py's families changed: update MOE"
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("families", nargs="*", default=[*MOE, *OTHERS])
+    parser.add_argument("--list", action="store_true", help="name the families and stop")
+    parser.add_argument("--load", nargs=3, metavar=("ARCHIVE", "FAMILY", "SHAPE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load:
+        try:
+            print(fresh_load(*args.load), flush=True)
+        except Exception as exc:  # the parent prints the last line
+            print(f"FAILED {_first_line(exc)}", flush=True)
+        return
+    if args.list:
+        print(" ".join([*MOE, *OTHERS]))
+        return
+    folder = tempfile.mkdtemp(prefix="families-")
+    start = time.perf_counter()
+    for family in args.families:
+        for mode in ("automatic", "classes"):
+            if family.endswith("+translation") and mode == "classes":
+                continue  # the translation is for the experts cut automatically
+            for shape in ("prefill", "step"):
+                print(f"{family:25} {mode:9} {shape:7} {case(family, mode, shape, folder)}", flush=True)
+    print(f"total {time.perf_counter() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
