@@ -119,8 +119,7 @@ class _Eager:
 
 @contextlib.contextmanager
 def eager_without_values() -> Iterator[None]:
-    """Calls of operators on fake tensors inside are eager calls: they run the module and teach the operator its
-    shapes (Note [eager calls without values])."""
+    """Calls of operators on fake tensors inside are eager: they run the module (Note [eager calls without values])."""
     _Eager.depth += 1
     try:
         yield
@@ -280,8 +279,8 @@ class _Op:
         from torch._subclasses.fake_tensor import FakeTensor
 
         if _Eager.depth or not any(isinstance(t, FakeTensor) for t in tensors):  # Note [eager calls without values]
-            out = self._kernel(tensors, *rest)[0]  # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
-            return _not_inputs(out, tensors)
+            # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
+            return _not_inputs(self._kernel(tensors, *rest)[0], tensors)
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
         call = self._lookup(key)
         if self.fake_fn is not None:
@@ -380,9 +379,8 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def _not_inputs(out: list[Any], tensors: Sequence[Any]) -> list[Any]:
-    """``out`` with a copy of each tensor that is one of ``tensors``: a fake kernel may not return its inputs (a cache
-    layer the call leaves as it is, for one). By identity, in one pass: a call carrying a whole cache has hundreds."""
-    given = set(map(id, tensors))
+    """``out``, each of ``tensors`` in it copied (a fake kernel may not return its inputs: an unchanged cache layer)."""
+    given = set(map(id, tensors))  # one pass: a call carrying a whole cache has hundreds of tensors
     return [t.clone() if id(t) in given else t for t in out]
 
 
