@@ -67,7 +67,7 @@ def test_additional_inputs_give_the_dimensions_and_the_examples() -> None:
     result = export_piece_by_piece(model, (torch.randn(3, 4), {"bias": torch.randn(5, 4)}), dynamic_shapes=shapes)
     assert result.report.notes == [
         "dynamic dimensions from 2 examples (torch.export.AdditionalInputs)",
-        "the program checked at 3 more points of the declared ranges (x dim 0: 2, 4, 7)",
+        "the program checked at 4 more points of the declared ranges (x dim 0: 1, 2, 4, 7)",  # 1: Note [sizes of one]
     ]
     x = torch.randn(11, 4)
     extra = {"bias": torch.randn(5, 4)}

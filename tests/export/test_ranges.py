@@ -219,3 +219,62 @@ def test_an_own_program_the_failed_program_never_reached_is_still_judged_at_the_
     assert failure is not None and failure.message.startswith(
         "its program, exported alone from its recorded calls, fails at batch=34, a size of the declared range: RuntimeError"
     )
+
+
+class Window(torch.nn.Module):
+    """Takes its input with 4 positions before it (a sliding window's keys): its own program's second input has
+    ``new + 4`` positions, an expression torch ranges from 6 when ``new`` is a hint (Note [sizes of one])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any, padded: Any) -> Any:
+        return self.proj(x) + padded[:, 4:]
+
+
+class Windowed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = Window()
+
+    def forward(self, x: Any) -> Any:
+        return self.window(x, torch.cat([torch.zeros(x.shape[0], 4, 4), x], dim=1))
+
+
+class OneIsSpecial(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x * 2 if x.shape[1] == 1 else x + 1  # traced at 2 and up, where the test is statically false
+
+
+def _two_examples(first: Any, second: Any) -> Any:
+    other = torch.export.AdditionalInputs()
+    other.add((second,))
+    return first, other
+
+
+def test_one_new_token_given_to_a_program_exported_from_two_and_three_loads_and_runs(tmp_path: Any) -> None:
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    torch.manual_seed(0)
+    model = Windowed().eval()
+    first, other = _two_examples(torch.randn(2, 3, 4), torch.randn(3, 2, 4))
+    result = export_piece_by_piece(model, (first,), dynamic_shapes=other, classes=Window)
+    assert "x dim 1: 1, 2, 4, 7" in result.report.notes[-1]  # one new token checked, besides the range's 2 and up
+    assert result.pieces["window"].program is not None
+    result.save(tmp_path / "windowed.pt2")
+    loaded = load_piece_by_piece(tmp_path / "windowed.pt2")
+    x = torch.randn(2, 1, 4)
+    # before: "Expected input at *args[3].shape[1] to be >= 6, but got 5", after an export that passed
+    assert torch.equal(loaded(x), model(x))
+
+
+def test_a_program_that_computes_otherwise_at_one_fails_and_an_own_program_so_is_dropped() -> None:
+    first, other = _two_examples(torch.randn(2, 3), torch.randn(3, 2))
+    with pytest.raises(ExportMismatchError, match=r"output: max \|diff\| 1\.\d+"):  # at 1 eager doubles, the program adds 1
+        export_piece_by_piece(OneIsSpecial().eval(), (first,), dynamic_shapes=other)
+    wrapped = torch.nn.Sequential(OneIsSpecial()).eval()
+    result = export_piece_by_piece(wrapped, (first,), dynamic_shapes=other, classes=OneIsSpecial)
+    piece = result.pieces["0"]
+    assert piece.program is None and "differs from its module at" in piece.own_export_failure.message
+    assert "dim 1=1" in piece.own_export_failure.message

@@ -116,6 +116,22 @@ def export_program(fn: Any, args: tuple[Any, ...], shapes: Any) -> Any:
         return torch.export.export(fn, args, dynamic_shapes=shapes, strict=False)
 
 
+def relax_ones(program: Any) -> Any:
+    """``program`` with the range of each expression of one dimension whose range starts at 2 (a hint's) starting
+    where that dimension at 1 puts it (Note [sizes of one] in :mod:`._examples`); changed in place, returned."""
+    ranges = program.range_constraints
+    for expr, value_range in list(ranges.items()):
+        if expr.is_Symbol or len(expr.free_symbols) != 1:
+            continue
+        (root,) = expr.free_symbols
+        if root not in ranges or ranges[root].lower != 2:
+            continue
+        low = expr.subs(root, 1)
+        if low.is_Integer and 0 <= low < value_range.lower:
+            ranges[expr] = type(value_range)(low, value_range.upper)
+    return program
+
+
 def described_calls(calls: list[Recorded], op: Any) -> tuple[list[Example], list[Any]]:
     """A piece's recorded calls described as its operator ``op`` carries them (cut: :func:`as_carried`), and
     its dynamic dimensions: those that differ between the calls of the first call's structure."""
@@ -138,7 +154,7 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
-        program = export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes)
+        program = relax_ones(export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes))
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, Failure.of(exc), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start

@@ -43,14 +43,27 @@ examples, else alone (past its window, a cache counts more positions than it kee
 and skipped; a point eager accepts and the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
 other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix.
 
+Note [sizes of one]
+~~~~~~~~~~~~~~~~~~~
+torch.export gives a dimension declared by a hint (``Dim.AUTO``, ``Dim.DYNAMIC``, and every dimension taken from
+``AdditionalInputs``) the range 2 and up, yet its program takes a size of 1 there at run time: a decode step
+exported from calls of 2 and 3 new tokens is called with one. An expression of such a dimension is held to its
+range, though: a sliding-window layer's mask of ``new + 4`` positions (GPT-OSS) has the range 6 and up in the
+layer's own program, which refused the 5 of one new token after a load, while the export had passed. So the
+range of each expression of one such dimension starts where the dimension at 1 puts it
+(:func:`._alone.relax_ones`), and the program and every own program are checked at 1 like any point of the
+declared ranges (:func:`range_points`): a program that differs there fails, an own program that fails or differs
+is dropped. Only a refusal of the program at 1 is no failure (torch's range does not include it): the report
+says so.
+
 Note [checks in bounded memory]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 The end of a declared range may be far beyond anything the machine holds: a ``past`` declared up to 131,072
 positions is a cache of 86 GB for a 70B-shaped model at batch 2, and even a 4,096-position cache, held four
 times over by a check (the inputs, eager's outputs, the program's, the calls recorded for the pieces' own
 programs), made the range checks the largest cost in memory of an export (issue 28). So a point of a range whose inputs
-would take more than the checks' limit (``check_bytes``: by default 1/32 of the model's weights, at least
-64 MiB) is checked instead at the largest size whose inputs fit, and the report says which point was moved,
+would take more than the checks' limit (``check_bytes``: by default 1/64 of the model's weights, at least
+32 MiB) is checked instead at the largest size whose inputs fit, and the report says which point was moved,
 what it would have taken and how to check it (a larger ``check_bytes``): never skipped in silence. And a
 check holds as little beside its inputs as it can: eager's outputs, then the program's, computed on the
 inputs themselves (their last use; copies of those the point shares with the examples, which a StaticCache
@@ -529,12 +542,15 @@ def range_points(example: Example, specs: Sequence[DimSpec | None], partition: P
     """The sizes at which the program is checked besides the examples (Note [every declared range]): each
     independent dynamic dimension alone at the low end of its range, a value between and the high end (an
     unbounded range's "end" is twice the example's size and one more), the others at the example's sizes."""
+    from torch.export.dynamic_shapes import _DimHint
+
     points: list[dict[str, int]] = []
     for name, (old, spec) in groups(example, specs, partition).items():
         low, high = bounds(spec, old)
         low = max(low, 1)
         top = high if high is not None else 2 * old + 1
-        for size in sorted({low, (low + top) // 2, top}):
+        # a hint's range starts at 2, yet its program takes 1 (Note [sizes of one]): a decode step's one new token
+        for size in sorted({low, (low + top) // 2, top} | ({1} if isinstance(spec, _DimHint) else set())):
             if size != old and size >= 1:
                 points.append({name: size})
     return points

@@ -57,6 +57,7 @@ from ._alone import (
     export_program,
     flat_result,
     piece_output_names,
+    relax_ones,
     shapes_of,
     worse,
 )
@@ -161,7 +162,7 @@ class Job(RangeChecks):
         try:
             # an attempt's failure is the search's business and goes into the report, not torch's printing
             with watch.watching():
-                program = export_program(self.flat, contiguous(self.examples[0].tensors), shapes)
+                program = relax_ones(export_program(self.flat, contiguous(self.examples[0].tensors), shapes))
             return program, None, watch, time.perf_counter() - start
         except Exception as exc:  # every failure of torch.export is what the search works on (Note [blame])
             self.suggested += [f for f in suggested_fixes(exc) if f not in self.suggested]

@@ -71,6 +71,8 @@ class RangeChecks:
         _log.info("checking the program against the model at %s of the declared ranges", count(len(points), "point"))
         accepted: dict[str, list[int]] = {}
         refused: dict[str, list[tuple[int, str]]] = {}
+        below: list[str] = []  # the program's refusals at 1 of a hint (Note [sizes of one])
+        groups_ = groups(first, self.specs, partition)
         by_size = size_partition(first, self.specs)
         for point in points:
             ((name, size),) = point.items()
@@ -91,9 +93,15 @@ class RangeChecks:
                     refused.setdefault(name, []).append((size, Failure.of(exc).message))
                     continue
                 accepted.setdefault(name, []).append(size)
+                before = len(self.verdict.refused)
                 self._check_at(example, want, where, names)
+                if size == 1 and isinstance(groups_[name][1], _DimHint) and len(self.verdict.refused) > before:
+                    # below torch's range of a hint, which the program may refuse (Note [sizes of one])
+                    below += [f"{r} (below the range torch gives a dimension declared by a hint)" for r in self.verdict.refused[before:]]
+                    del self.verdict.refused[before:]
+                    accepted[name].remove(size)
                 break
-        for name, (old, spec) in groups(first, self.specs, partition).items():
+        for name, (old, spec) in groups_.items():
             hint = isinstance(spec, _DimHint)
             if name in refused and name not in accepted and not (hint and spec.type != _DimHintType.DYNAMIC):
                 sizes = ", ".join(str(size) for size, _ in refused[name])
@@ -107,7 +115,7 @@ class RangeChecks:
         skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
         return "; ".join([f"the program checked at {count(sum(map(len, accepted.values())), 'more point')} of the declared ranges" + (
             f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
-        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved])
+        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved, *below])
 
     def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
         """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
