@@ -98,7 +98,7 @@ def export_piece_by_piece(
     (Note [the verdict]). ``atol`` and ``rtol`` default per dtype (:data:`DEFAULT_TOLERANCES`: 1e-4 and 1e-4
     for float32, 1e-7 for float64, 1e-3 for float16, 1e-2 and 1.6e-2 for bfloat16); integer and boolean
     outputs must be equal. The program is also checked at each end of every declared range and between; a point
-    whose inputs take more than ``check_bytes`` (default: 1/32 of the weights, at least 64 MiB) is checked at the
+    whose inputs take more than ``check_bytes`` (default: 1/64 of the weights, at least 32 MiB) is checked at the
     largest size within it, as the report says. The report says pass or FAIL per output,
     per piece and for the model. A model with
     an active dropout (in training mode) is refused, naming those modules, as its outputs are random; batch
@@ -169,13 +169,14 @@ def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[lis
 
 
 # The checks' default limit (Note [checks in bounded memory]): a share of the weights, so that they cost little
-# beside the model (issue 28: export, save and to_onnx within 1.3x the weights), and enough for any small model.
-_CHECK_SHARE, _CHECK_FLOOR = 32, 64 << 20
+# beside the model (issue 28: export, save and to_onnx within 1.3x the weights; a check holds about four times
+# its inputs at its peak), and enough for any small model.
+_CHECK_SHARE, _CHECK_FLOOR = 64, 32 << 20
 
 
 def _check_bytes(model: torch.nn.Module, given: Any) -> int:
-    """The checks' limit in bytes (Note [checks in bounded memory]): ``given``, or by default 1/32 of the bytes
-    of the model's weights, at least 64 MiB."""
+    """The checks' limit in bytes (Note [checks in bounded memory]): ``given``, or by default 1/64 of the bytes
+    of the model's weights, at least 32 MiB."""
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or given < 0:
             raise PieceByPieceExportError(f"export_piece_by_piece: check_bytes must be an int >= 0 (bytes) or None, not {given!r}")
