@@ -141,13 +141,11 @@ def _write(
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
     program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
-    # torch's optimizer folds constants, weights among them (a transposed weight): weights without values cannot
-    # be folded, and a folded weight is no longer the checkpoint's (Note [external weights])
-    exported = torch.onnx.export(
-        program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=stream is None
-    )  # fmt: skip
+    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=False)
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
+    if stream is None:  # weights without values cannot be folded, and are not read here
+        _optimize(exported.model)
     shared = _external_initializers(exported.model, stream or _in_memory, path)
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
@@ -225,6 +223,19 @@ def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], na
         out.setdefault(names[pruned[piece.path].key], []).append(piece.path)
     return out
 
+
+def _optimize(model: Any) -> None:
+    """torch.onnx's optimizer (onnxscript's), in place, but for its folding of a weight: it folds a weight's
+    ``Transpose`` into a transposed copy (an lm_head's: +131 MB at the peak of a 1B bfloat16 model's ``to_onnx``),
+    and the file would no longer hold the model's weights as the model holds them (Note [external weights]): no
+    node reading an initializer the file keeps outside (of :data:`_EXTERNAL_FROM` bytes or more) is folded."""
+    import onnxscript.optimizer
+
+    def weight_of(node: Any) -> bool | None:  # False: not folded; None: onnxscript's own rules
+        weights = [v for v in node.inputs if v is not None and v.is_initializer() and v.const_value is not None and v.const_value.nbytes >= _EXTERNAL_FROM]
+        return False if weights else None
+
+    onnxscript.optimizer.optimize_ir(model, should_fold=weight_of)
 
 # Initializers smaller than this stay in the model file (as onnx.save's size_threshold): shapes, scalars.
 _EXTERNAL_FROM = 1024
