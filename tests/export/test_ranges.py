@@ -278,3 +278,19 @@ def test_a_program_that_computes_otherwise_at_one_fails_and_an_own_program_so_is
     piece = result.pieces["0"]
     assert piece.program is None and "differs from its module at" in piece.own_export_failure.message
     assert "dim 1=1" in piece.own_export_failure.message
+
+
+class Prefix(torch.nn.Module):
+    def forward(self, x: Any, y: Any) -> Any:
+        return x[:, : y.shape[1]] * 2 + y  # guards y's length <= x's; at x's 1, eager broadcasts the one column
+
+
+def test_a_program_refusing_one_below_a_hints_range_is_no_failure_and_the_report_says_so() -> None:
+    other = torch.export.AdditionalInputs()
+    other.add((torch.randn(3, 7), torch.randn(3, 4)))
+    result = export_piece_by_piece(Prefix().eval(), (torch.randn(2, 5), torch.randn(2, 3)), dynamic_shapes=other)
+    assert result.report.passed and result.report.refused == []
+    assert result.report.notes[-1].endswith(
+        "at x dim 1=1 the program fails where eager runs: AssertionError: Guard failed: tensors_1.size()[1] <= "
+        "tensors_0.size()[1] (below the range torch gives a dimension declared by a hint)"
+    )

@@ -54,7 +54,7 @@ range of each expression of one such dimension starts where the dimension at 1 p
 (:func:`._alone.relax_ones`), and the program and every own program are checked at 1 like any point of the
 declared ranges (:func:`range_points`): a program that differs there fails, an own program that fails or differs
 is dropped. Only a refusal of the program at 1 is no failure (torch's range does not include it): the report
-says so.
+says so, and no own program is judged there, as none would meet 1 in the loaded program either.
 
 Note [checks in bounded memory]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

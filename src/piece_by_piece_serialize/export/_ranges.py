@@ -93,13 +93,16 @@ class RangeChecks:
                     refused.setdefault(name, []).append((size, Failure.of(exc).message))
                     continue
                 accepted.setdefault(name, []).append(size)
-                before = len(self.verdict.refused)
-                self._check_at(example, want, where, names)
-                if size == 1 and isinstance(groups_[name][1], _DimHint) and len(self.verdict.refused) > before:
-                    # below torch's range of a hint, which the program may refuse (Note [sizes of one])
+                # at 1, below torch's range of a hint, the program may refuse (Note [sizes of one])
+                soft, before, own = size == 1 and isinstance(groups_.get(name, (0, None))[1], _DimHint), len(self.verdict.refused), dict(self.own)
+                self._check_at(example, want, where, names, fallback=not soft)
+                if soft and len(self.verdict.refused) > before:
                     below += [f"{r} (below the range torch gives a dimension declared by a hint)" for r in self.verdict.refused[before:]]
                     del self.verdict.refused[before:]
+                    self.own.update(own)  # no piece's program meets 1 where the program refuses it
                     accepted[name].remove(size)
+                    if not accepted[name]:
+                        del accepted[name]
                 break
         for name, (old, spec) in groups_.items():
             hint = isinstance(spec, _DimHint)
@@ -165,12 +168,13 @@ class RangeChecks:
                 copies[id(t)] = t.clone()
         return [copies.get(id(t), t) for t in example.tensors]
 
-    def _check_at(self, example: Example, want: list[Any], where: str, names: list[str] | None) -> None:
+    def _check_at(self, example: Example, want: list[Any], where: str, names: list[str] | None, fallback: bool = True) -> None:
         """The program at a point of the declared ranges, on the point's own tensors (:meth:`_check_point`), and
         each own program against its module on its piece's first call there (:meth:`_judge_own`), as the
         program's operators meet the calls: a piece's call is held only while its own program runs, where a
         recording of the model held four copies of the point's caches (Note [checks in bounded memory]). Own
-        programs the program did not reach, as it failed first, are checked on a recording of the model."""
+        programs the program did not reach, as it failed first, are checked on a recording of the model (with
+        ``fallback``)."""
         watched = {path: self.wrappers[path]._pbp_op for path, (program, *_) in self.own.items() if program is not None}
         seen: set[str] = set()
         for path, op in watched.items():
@@ -181,7 +185,7 @@ class RangeChecks:
         finally:
             for op in watched.values():
                 op.observer = None
-        if len(self.verdict.refused) > refused:
+        if fallback and len(self.verdict.refused) > refused:
             self._check_own_at(example, where, seen)
 
     def _observer(self, path: str, op: Any, where: str, seen: set[str]) -> Any:
