@@ -66,6 +66,14 @@ def _literal(node: ast.SymExpr) -> Any:
     raise TypeError(f"not a symbolic expression node: {type(node).__name__}")
 
 
+def _refusals() -> tuple[type[BaseException], ...]:
+    """What sympy and torch's functions raise on arguments they refuse: Python's errors, and sympy's polynomial
+    errors, which derive from Exception alone (a gcd with ``-oo`` as a coefficient: PolynomialDivisionFailed)."""
+    from sympy.polys.polyerrors import BasePolynomialError
+
+    return (ArithmeticError, TypeError, ValueError, AttributeError, AssertionError, RecursionError, BasePolynomialError)
+
+
 def to_sympy(root: ast.SymExpr) -> Any:
     """The sympy object ``root`` stands for; :class:`SymExprError` when sympy or torch refuse to build it."""
     classes = _classes()
@@ -83,7 +91,7 @@ def to_sympy(root: ast.SymExpr) -> Any:
             else:
                 stack.append((node, True))
                 stack.extend((a, False) for a in reversed(node.args))
-        except (ArithmeticError, TypeError, ValueError, AttributeError, AssertionError, RecursionError) as exc:
+        except _refusals() as exc:
             # what sympy and torch's functions raise on arguments they refuse; the AST bounded their cost
             raise SymExprError(f"{type(exc).__name__} while building {node}: {exc}", str(root), 0) from None
     return built[root]
