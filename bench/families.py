@@ -41,19 +41,6 @@ OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+trans
 TIMEOUT = 900  # seconds a step may take before it counts as a hang
 
 
-def _llama4() -> Any:
-    """Llama 4 text as tests/onnx_export/test_onnx_complex.py builds it."""
-    import torch
-    from transformers import Llama4ForCausalLM, Llama4TextConfig
-
-    import _tiny_models as tiny
-
-    cfg = Llama4TextConfig(**tiny._COMMON, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1, attention_chunk_size=16)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(0)
-    return Llama4ForCausalLM(cfg).eval()
-
-
 def build(family: str) -> Any:
     """The tiny model of ``family`` (its cache class registered where the serializer needs it)."""
     import _tiny_models as tiny
@@ -64,7 +51,7 @@ def build(family: str) -> Any:
         tiny.register_minimax_cache()
     if family in MOE:
         return _tiny_moe.moe(family)
-    return {"llama4": _llama4, "jamba": tiny.jamba, "qwen3_next": tiny.qwen3_next, "longcat_flash": _tiny_moe.longcat_flash}[family]()
+    return {"llama4": tiny.llama4, "jamba": tiny.jamba, "qwen3_next": tiny.qwen3_next, "longcat_flash": _tiny_moe.longcat_flash}[family]()
 
 
 def _new_tokens(family: str) -> tuple[int, int, int, int]:

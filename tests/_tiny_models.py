@@ -94,6 +94,16 @@ def qwen3_next() -> Any:
     )
 
 
+def llama4() -> Any:
+    """Llama 4 text: its rotary embedding computes in complex numbers, its attention keeps one chunk of 16 keys."""
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    cfg = Llama4TextConfig(**_COMMON, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1, attention_chunk_size=16)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return Llama4ForCausalLM(cfg).eval()
+
+
 def lfm2() -> Any:
     return _causal(config("lfm2", num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"]))
 

@@ -53,17 +53,8 @@ def test_a_rotation_in_complex_numbers_equals_eager(tmp_path: Path) -> None:
     assert _max_diff(run_onnx(tmp_path / "rotation.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-5
 
 
-def _llama4() -> Any:
-    from transformers import Llama4ForCausalLM, Llama4TextConfig
-
-    cfg = Llama4TextConfig(**tiny._COMMON, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1, attention_chunk_size=16)
-    cfg._attn_implementation = "eager"
-    torch.manual_seed(0)
-    return Llama4ForCausalLM(cfg).eval()
-
-
 def test_llama4_layers_given_complex_rotary_frequencies(tmp_path: Path) -> None:
-    model = _llama4()
+    model = tiny.llama4()
     x = tiny.ids(6, 2)
     shapes = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: SEQ}}
     result = export_piece_by_piece(model, (x,), {"attention_mask": torch.ones_like(x), "use_cache": False}, dynamic_shapes=shapes, classes="Llama4TextDecoderLayer")
@@ -91,7 +82,7 @@ def test_a_llama4_decode_step_whose_program_guards_the_count_of_positions_fails_
     # declared range (Dim.DYNAMIC, from the two examples) has no end: a cache of 30 positions, which eager takes,
     # the program refuses. The range checks sample up to twice the example (13) and passed; they now also check one
     # past the program's own end (16), the count alone past the keys a chunk keeps (15), and the verdict fails there.
-    model = _llama4()
+    model = tiny.llama4()
     with pytest.raises(ExportMismatchError, match=r"\(model\) at past\.layers\.0\.cumulative_length dim 0=16 \(the dimensions that move with it at 15\) the program fails where eager runs: .*Guard failed") as caught:
         _llama4_step(model)
     program = caught.value.result.module()
@@ -108,7 +99,7 @@ def test_a_llama4_decode_step_whose_layer_programs_hold_less_than_the_declared_r
     # 15). The program of the model calls the layers eagerly but guards the count of positions at 15 (the test
     # above), its verdict FAIL; the ONNX file, which would run the layers' programs, is refused by name at the point
     # of the declared range where they fail.
-    model = _llama4()
+    model = tiny.llama4()
     result = _llama4_step(model, strict=False)
     assert result.report.failed == ["(model)"]
     assert all(result.pieces[f"model.layers.{i}"].program is None for i in range(2))
