@@ -520,9 +520,10 @@ def _compiled(info: CacheInfo) -> Callable[[Iterator[Any]], Any]:
 # copies and write-back
 
 
-def copy_cache(cache: Any, clone: Callable[[Any], Any]) -> Any:
-    """A copy of a supported cache: same classes, kinds and state, every item passed through ``clone``."""
-    info = describe(cache)
+def copy_cache(cache: Any, clone: Callable[[Any], Any], info: AnyCacheInfo | None = None) -> Any:
+    """A copy of a supported cache: same classes, kinds and state, every item passed through ``clone``; ``info``,
+    if given, is its description (:func:`describe`)."""
+    info = describe(cache) if info is None else info
     return rebuild(info, [clone(x) for x in flatten(cache, info)])
 
 

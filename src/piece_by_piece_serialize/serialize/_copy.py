@@ -122,7 +122,7 @@ def _copy_cache(cache: Any, clone: Callable[[Any], Any]) -> Any:
     info = _caches.describe(cache)
     if len(known) < _KNOWN_PER_CLASS:
         known.append((_cache_match.matcher(info, type(cache), "cache")[0], info, _caches.builder(info)))
-    return _caches.rebuild(info, [clone(x) for x in _caches.flatten(cache, info)])
+    return _caches.copy_cache(cache, clone, info)
 
 
 class SharedCopies:
