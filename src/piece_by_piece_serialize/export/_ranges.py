@@ -94,7 +94,8 @@ class RangeChecks:
                     continue
                 accepted.setdefault(name, []).append(size)
                 # at 1, below torch's range of a hint, the program may refuse (Note [sizes of one])
-                soft, before, own = size == 1 and isinstance(groups_.get(name, (0, None))[1], _DimHint), len(self.verdict.refused), dict(self.own)
+                soft, before = size == 1 and isinstance(groups_.get(name, (0, None))[1], _DimHint), len(self.verdict.refused)
+                own = dict(self.own) if soft else {}  # what the own programs were, were the program to refuse 1
                 self._check_at(example, want, where, names, fallback=not soft)
                 if soft and len(self.verdict.refused) > before:
                     below += [f"{r} (below the range torch gives a dimension declared by a hint)" for r in self.verdict.refused[before:]]
