@@ -186,6 +186,27 @@ def test_a_config_is_rebuilt_by_the_class_transformers_registers_for_its_type_an
         rebuild(hub, weights, classes, "jamba.pt2", "model.layers.0.mamba")
 
 
+def test_a_carried_configs_float_tags_are_read_as_three_names_and_nothing_else(tmp_path: Path) -> None:
+    # transformers' JSON writes inf as {"__float__": "Infinity"}; the loader reads back Infinity, -Infinity and NaN
+    # only: another tag's text is never evaluated (nor given to float(): "1e999" would be inf), and a tag where the
+    # config wants an int is refused by transformers' own validation, as an ArtifactError naming the file
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+    from piece_by_piece_serialize.artifact._state import capture, rebuild
+
+    mixer = tiny.jamba().model.layers[0].mamba
+    state = capture(mixer)
+    weights = {**dict(mixer.named_parameters()), **dict(mixer.named_buffers())}
+    classes = {f"{type(m).__module__}.{type(m).__qualname__}": type(m) for m in mixer.modules()}
+    (name, model_type, data), = state.configs
+    ran = tmp_path / "ran"
+    for tag in (f"__import__('pathlib').Path({str(ran)!r}).touch()", "1e999", "Infinity", "NaN"):
+        bad = dataclasses.replace(state, configs=((name, model_type, {**data, "hidden_size": {"__float__": tag}}),))
+        with pytest.raises(ArtifactError, match=r"^jamba\.pt2: the piece model\.layers\.0\.mamba: its jamba config cannot be rebuilt: Validation error for field 'hidden_size'"):
+            rebuild(bad, weights, classes, "jamba.pt2", "model.layers.0.mamba")
+    assert not ran.exists()
+
+
 def test_a_config_holding_an_infinite_float_is_rebuilt(tmp_path: Path) -> None:
     # Granite-MoE-hybrid's config holds time_step_limit=(0.0, inf), which transformers' JSON writes as
     # {"__float__": "Infinity"}; before: "its granitemoehybrid config cannot be rebuilt: Validation error for field
