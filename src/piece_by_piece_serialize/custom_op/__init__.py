@@ -17,6 +17,8 @@ Invariants:
   cache goes in and comes back cut to the layers that call touched (Note [cut calls] in :mod:`._slices`).
 * **The fake implementation does not run the module** (Note [learned shapes]), unless ``fake=`` says
   otherwise: output shapes come from the eager calls recorded so far.
+* **An eager call is the module's call.** Its objects come back without a rebuild (Note [eager results]), and
+  where nothing would see the dispatcher's route it is skipped (Note [plain eager calls]), both in :mod:`._eager`.
 * One operator per wrapped module, with the schema ``(Tensor[] tensors, str call) -> Tensor[]``: the
   tensors of the call, and ``call``, the key of the call's structure (Note [call keys]).
 
@@ -51,18 +53,6 @@ exported program lifts them as placeholders that no node uses. The export layer 
 of the module (each once, in ``named_modules`` order), so the program's graph reads the weights it computes
 with and a saved program holds them. Eagerly the kernel runs the module as it is when the weights it gets
 are the module's own tensors, and through ``torch.func.functional_call`` on the wrapped module otherwise.
-
-Note [eager results]
-~~~~~~~~~~~~~~~~~~~~
-In eager mode the kernel has the module's output and the updated caches as objects before it flattens
-them; rebuilding them from the returned tensors would give equal objects at the cost of a rebuild per
-call. So the kernel leaves them on a stack and the wrapper takes them, but only if the tensors the
-operator returned are the very objects the kernel returned (identity, checked element by element);
-under fake tensors, or if anything came between, the wrapper rebuilds from the tensors as before.
-The stack is popped right after each operator call, so a nested call of the same operator (a module
-calling itself) pairs with its own entry. Only a call through the wrapper pushes (it counts its calls under
-way): a program calls the operator itself, and nothing would pop what its calls pushed (a decode loop of an
-export's ``module()`` kept every step's outputs and caches, and the checks of an export all of theirs).
 
 Note [learned shapes]
 ~~~~~~~~~~~~~~~~~~~~~
@@ -99,7 +89,7 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _slices
+from . import _eager, _slices
 from ._calls import Call, caches_after, describe_call, finish_call, flat_outputs, rebuild_arguments
 from ._error import CustomOpError
 from ._shapes import evaluate, learn
@@ -177,6 +167,7 @@ class _Op:
         self.lib.impl(name.name, self._real, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
         torch.library.register_fake(qualname, self._fake, lib=self.lib)
         self.op = getattr(getattr(torch.ops, name.namespace), name.name).default
+        _eager.bind()
 
     def close(self) -> None:
         self.lib._destroy()  # type: ignore[no-untyped-call]  # unannotated in torch
@@ -210,14 +201,19 @@ class _Op:
         return lambda *a, **k: torch.func.functional_call(original, dict(zip(names, weights, strict=True)), a, k)
 
     def _real(self, tensors: list[Any], *rest: Any) -> list[Any]:
+        out, values = self.eager(tensors, rest)
+        if self.waiting:  # Note [eager results]: a program's call would leave its results on the stack for good
+            self.results.append((out, values))
+        return out
+
+    def eager(self, tensors: list[Any], rest: tuple[Any, ...]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The real kernel's work, its observer told: the flat outputs and the objects they come from."""
         observer = self.observer
         before = [t.clone() for t in tensors] if observer is not None else None  # the module may write into a cache
         out, values = self._kernel(tensors, *rest)
         if observer is not None and before is not None:
             observer(before, None if len(rest) == 1 else rest[0], rest[-1], out)
-        if self.waiting:  # Note [eager results]: a program's call would leave its results on the stack for good
-            self.results.append((out, values))
-        return out
+        return out, values
 
     def _kernel(self, tensors: list[Any], *rest: Any) -> tuple[list[Any], tuple[Any, ...]]:
         """The module run on an operator call: the flat outputs, and the objects they come from."""
@@ -359,16 +355,20 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     else:
         site, tensors = found
         known, key = site.call, site.key
-    op.waiting += 1
-    try:
-        out = op.op(tensors, op.weights_of(), key) if op.weight_names is not None else op.op(tensors, key)
-    finally:
-        op.waiting -= 1
-    kept = op.results.pop() if op.results else None
-    values = None
-    if kept is not None and len(kept[0]) == len(out) and all(map(operator.is_, kept[0], out)):  # lengths compared first
-        # Note [eager results]: the very objects the kernel made from these tensors
-        values = kept[1]
+    rest = (key,) if op.weight_names is None else (op.weights_of(), key)
+    values: Any = None
+    if _eager.plain(tensors, None if len(rest) == 1 else rest[0]):  # Note [plain eager calls]
+        out, values = op.eager(tensors, rest)
+    else:
+        op.waiting += 1
+        try:
+            out = op.op(tensors, *rest)
+        finally:
+            op.waiting -= 1
+        kept = op.results.pop() if op.results else None
+        if kept is not None and len(kept[0]) == len(out) and all(map(operator.is_, kept[0], out)):  # lengths compared first
+            # Note [eager results] (in ._eager): the very objects the kernel made from these tensors
+            values = kept[1]
     result = finish_call(known, out, [*args, *kwargs.values()], values)
     if pending is not None:
         if known.sliced is not None:  # the call was watched and cut: later calls of the structure carry the cut

@@ -1,0 +1,88 @@
+"""Eager calls of an operator: when torch's dispatcher would only call the real kernel, the wrapper calls it.
+
+Note [plain eager calls]
+~~~~~~~~~~~~~~~~~~~~~~~~
+A wrapped module's eager call goes through torch's dispatcher: the Python operator object, the boxing of the
+tensor list, the autograd fallback, the backend kernel, the unboxing back into Python. For a decoder layer of a
+small model that is 15 to 30 µs a call, up to a tenth of the layer itself, and it buys nothing when nothing is there
+to see the call. So the wrapper calls the real kernel itself, with the very list the dispatcher would have
+unboxed, but only when the dispatcher's route is known to end there and change nothing on the way:
+
+* gradients are off (``torch.no_grad``, ``torch.inference_mode``): with them on, torch's autograd fallback for an
+  operator without an autograd kernel stands between the call and the kernel, and what the outputs' gradients
+  are is its to decide (it warns at backward today and is deprecated), so the call goes through it;
+* no autocast, no dispatch mode (``FakeTensorMode``, ``FlopCounterMode``, functionalization), no torch-function
+  mode, no functorch transform (``vmap``, ``grad``), no TorchScript trace, no profiler (which records the
+  operator), not under ``torch.compile`` (which must see the operator), and no other key in the thread's
+  included dispatch keys than the two every eager call has;
+* every tensor is a plain ``torch.Tensor`` (a weight may be a ``Parameter``), none on ``meta`` (whose calls go to
+  the fake kernel: Note [eager calls without values]), and there is at least one (an empty list would dispatch
+  on the thread's keys alone).
+
+Anything else takes the dispatcher. The kernel is the one the dispatcher calls (``_Op._real``'s body), so what the
+module sees, the checks on its outputs and the write-back are the same either way; the tests compare both routes
+on the same calls.
+
+Note [eager results]
+~~~~~~~~~~~~~~~~~~~~
+In eager mode the kernel has the module's output and the updated caches as objects before it flattens
+them; rebuilding them from the returned tensors would give equal objects at the cost of a rebuild per
+call. So the kernel leaves them on a stack and the wrapper takes them, but only if the tensors the
+operator returned are the very objects the kernel returned (identity, checked element by element);
+under fake tensors, or if anything came between, the wrapper rebuilds from the tensors as before.
+The stack is popped right after each operator call, so a nested call of the same operator (a module
+calling itself) pairs with its own entry. Only a call through the wrapper pushes (it counts its calls under
+way): a program calls the operator itself, and nothing would pop what its calls pushed (a decode loop of an
+export's ``module()`` kept every step's outputs and caches, and the checks of an export all of theirs).
+A plain eager call (Note [plain eager calls]) gets the objects from the kernel directly and uses no stack.
+
+Imports: torch, when the first operator is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+_PLAIN: Any = None  # the thread's included dispatch keys in every eager call, bound by `bind`
+_TORCH: Any = None
+_KINDS: tuple[type, ...] = ()  # torch.Tensor, torch.nn.Parameter
+
+
+def bind() -> None:
+    """Read torch's names once (torch is imported by the time an operator exists)."""
+    global _PLAIN, _TORCH, _KINDS
+    import torch
+
+    key = torch._C.DispatchKey
+    _PLAIN = torch._C.DispatchKeySet(key.BackendSelect) | torch._C.DispatchKeySet(key.ADInplaceOrView)
+    _TORCH, _KINDS = torch, (torch.Tensor, torch.nn.Parameter)
+
+
+def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
+    """Whether a call of these tensors would go from the dispatcher straight to the real kernel (Note [plain
+    eager calls])."""
+    torch = _TORCH
+    c = torch._C
+    if (
+        torch.compiler.is_compiling()  # first: under dynamo it is a constant and the rest is never traced
+        or c.is_grad_enabled()
+        or c._is_any_autocast_enabled()
+        or c._len_torch_dispatch_stack()
+        or c._is_torch_function_mode_enabled()
+        or c._are_functorch_transforms_active()
+        or c._get_tracing_state() is not None
+        or c._autograd._profiler_enabled()
+        or (c._dispatch_tls_local_include_set() - _PLAIN).raw_repr()
+        or not tensors
+    ):
+        return False
+    tensor = _KINDS[0]
+    for t in tensors:
+        if type(t) is not tensor or t.is_meta:
+            return False
+    if weights is not None:
+        for t in weights:
+            if type(t) not in _KINDS or t.is_meta:
+                return False
+    return True

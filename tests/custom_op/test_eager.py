@@ -1,0 +1,125 @@
+"""Note [plain eager calls]: where nothing would see torch's dispatcher, the wrapper calls the real kernel itself;
+everywhere else the operator is dispatched, and both routes give the same outputs and the same caches."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+from piece_by_piece_serialize import as_custom_op, replace_with_custom_ops  # noqa: E402
+
+_names = (f"pbpeager::op{i}" for i in itertools.count())
+
+
+class _Counted:
+    """The operator, counting the calls that reach it through torch."""
+
+    def __init__(self, op: Any) -> None:
+        self.op, self.calls = op, 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.op(*args)
+
+
+class _Seen(TorchDispatchMode):
+    """A dispatch mode that only records the names of the operators it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _wrapped() -> tuple[Any, Any, _Counted, str]:
+    torch.manual_seed(0)
+    module = torch.nn.Linear(4, 3)
+    qualname = next(_names)
+    wrapped = as_custom_op(module, qualname)
+    counted = wrapped._pbp_op.op = _Counted(wrapped._pbp_op.op)
+    return module, wrapped, counted, qualname
+
+
+def test_a_plain_eager_call_runs_the_kernel_without_the_dispatcher() -> None:
+    module, wrapped, counted, _ = _wrapped()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.equal(wrapped(x), module(x))
+        assert torch.equal(wrapped(x), module(x))  # the second call is a known structure (Note [call sites])
+    with torch.inference_mode():
+        assert torch.equal(wrapped(x), module(x))
+    assert counted.calls == 0
+    assert len(wrapped._pbp_op.calls) == 1 and wrapped._pbp_op.results == []  # recorded; nothing left on the stack
+
+
+@pytest.mark.parametrize("where", ["gradients on", "a dispatch mode", "the profiler", "autocast", "meta tensors"])
+def test_anything_that_could_see_the_call_gets_the_operator(where: str) -> None:
+    module, wrapped, counted, qualname = _wrapped()
+    x = torch.randn(2, 4)
+    if where == "gradients on":
+        out = wrapped(x)
+        assert out.requires_grad and torch.equal(out, module(x))  # what torch's autograd fallback makes of it
+    elif where == "a dispatch mode":
+        mode = _Seen()
+        with torch.no_grad(), mode:
+            wrapped(x)
+        assert f"{qualname.replace('::', '.')}.default" in mode.names
+    elif where == "the profiler":
+        with torch.no_grad(), torch.profiler.profile() as prof:
+            wrapped(x)
+        assert qualname in [e.name for e in prof.events()]
+    elif where == "autocast":
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            assert wrapped(x).dtype == torch.bfloat16
+    else:  # Note [eager calls without values]: the Meta kernel runs the module on the meta tensors
+        meta = as_custom_op(torch.nn.Linear(4, 3, device="meta"), next(_names))
+        counted = meta._pbp_op.op = _Counted(meta._pbp_op.op)
+        with torch.no_grad():
+            out = meta(torch.empty(5, 4, device="meta"))
+        assert out.shape == (5, 3) and out.is_meta
+    assert counted.calls == 1
+
+
+def _decode(model: Any, ids: Any, steps: int) -> tuple[list[Any], Any]:
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        logits, cache = [out.logits], out.cache
+        for k in range(steps):
+            out = model(ids[:, k : k + 1], cache=cache)
+            logits.append(out.logits)
+    return logits, cache
+
+
+def test_both_routes_give_the_same_outputs_and_caches() -> None:
+    """The same decode steps of a tiny Llama behind operators, plain (no dispatcher) and under a dispatch mode that
+    only passes each call on (the dispatcher's route), against the unreplaced model: equal, caches included."""
+    from _tiny_models import llama
+
+    model = llama()
+    ids = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(1))
+    expected, cache = _decode(model, ids, 3)
+    wrapped = llama()
+    replace_with_custom_ops(wrapped, type(wrapped.model.layers[0]), "pbpeager")
+    counters = [m._pbp_op for m in wrapped.model.layers]
+    for op in counters:
+        op.op = _Counted(op.op)
+    plain = _decode(wrapped, ids, 3)
+    assert sum(op.op.calls for op in counters) == 0
+    mode = _Seen()
+    with mode:
+        dispatched = _decode(wrapped, ids, 3)
+    assert sum(op.op.calls for op in counters) == 4 * len(counters)
+    for logits, got_cache in (plain, dispatched):
+        assert all(torch.equal(a, b) for a, b in zip(logits, expected, strict=True))
+        for a, b in zip(got_cache.layers, cache.layers, strict=True):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
