@@ -77,7 +77,7 @@ def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
         or not tensors
     ):
         return False
-    tensor = _KINDS[0]
+    tensor: Any = _KINDS[0]  # Any: a comparison with a `type` would narrow the tensors to `object`
     for t in tensors:
         if type(t) is not tensor or t.is_meta:
             return False
