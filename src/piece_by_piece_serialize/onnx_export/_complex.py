@@ -132,9 +132,12 @@ def as_real(program: Any, where: str) -> Any:
     itself when it has none."""
     if not has_complex(program):
         return program
+    # the copy shares the program's tensors (weights, constants, example inputs): only its graph is rewritten, and
+    # a copy of the top program's weights would hold them twice through the whole of to_onnx
+    tensors = [*program.state_dict.values(), *program.constants.values(), *torch.utils._pytree.tree_leaves(program.example_inputs)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's treespecs warn about their own class when copied
-        ep = copy.deepcopy(program)
+        ep = copy.deepcopy(program, memo={id(t): t for t in tensors if isinstance(t, torch.Tensor)})
     graph = ep.graph_module.graph
     rewriter = _Rewriter(graph, where)
     fake_mode = next(

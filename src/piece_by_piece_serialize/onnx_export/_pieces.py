@@ -42,10 +42,15 @@ def prune(program: Any) -> PrunedPiece:
     from torch.export.graph_signature import ExportGraphSignature, InputKind
     from torch.utils._pytree import tree_structure
 
+    # copied without its example inputs: a piece program's examples are its weights (a decoder layer's, 116 MB in
+    # a 1B bfloat16 model), which the copy would duplicate and hold for the whole of to_onnx; they would not fit
+    # the pruned inputs anyway, and torch.onnx.export does not read them (only its verify=True does)
+    shallow = copy.copy(program)
+    shallow.example_inputs = None
     with warnings.catch_warnings():
         # torch's own treespecs warn about their own deprecated class when copied; nothing the user can act on
         warnings.simplefilter("ignore", FutureWarning)
-        ep = copy.deepcopy(program)
+        ep = copy.deepcopy(shallow)
     graph = ep.graph_module.graph
     specs = list(ep.graph_signature.input_specs)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
