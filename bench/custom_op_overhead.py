@@ -82,15 +82,15 @@ def overhead(fns: dict[str, Callable[[], object]], *, repeats: int, number: int)
 def _capture(op: Any) -> dict[str, Any]:
     """The tensors, weights and key of the next call of a wrapper's operator, and how many tensors it returned."""
     seen: dict[str, Any] = {}
-    call = op.op
+    run = op.eager  # the kernel's work, reached with or without the dispatcher (Note [plain eager calls])
 
-    def spy(*args: Any) -> Any:
-        out = call(*args)
-        seen.update(tensors=args[0], key=args[-1], n_out=len(out), weights=args[1] if len(args) == 3 else None)
+    def spy(tensors: list[Any], rest: tuple[Any, ...]) -> Any:
+        out = run(tensors, rest)
+        seen.update(tensors=tensors, key=rest[-1], n_out=len(out[0]), weights=rest[0] if len(rest) == 2 else None)
         return out
 
-    op.op = spy
-    seen["restore"] = lambda: setattr(op, "op", call)
+    op.eager = spy
+    seen["restore"] = lambda: setattr(op, "eager", run)
     return seen
 
 
