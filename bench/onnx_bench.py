@@ -75,3 +75,55 @@ def onnx_rows(args: argparse.Namespace) -> list[Row]:
         )
         result.close()
     return rows
+
+
+def _rotary_chain(blocks: int) -> Any:
+    """An ONNX model of ``blocks`` rotate-half steps in a chain: each step two Slices of its input's halves (the high
+    half first), a Neg, a Concat and a Mul; ``5 * blocks`` nodes, ``2 * blocks`` Slices."""
+    import onnx_ir as ir
+    from onnx import TensorProto, helper
+
+    def ints(name: str, values: list[int]) -> Any:
+        return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+    nodes = []
+    for k in range(blocks):
+        x, y = f"x{k}", f"x{k + 1}"
+        nodes += [
+            helper.make_node("Slice", [x, "half", "end", "last"], [f"high{k}"]),
+            helper.make_node("Slice", [x, "zero", "half", "last"], [f"low{k}"]),
+            helper.make_node("Neg", [f"high{k}"], [f"minus{k}"]),
+            helper.make_node("Concat", [f"minus{k}", f"low{k}"], [f"cat{k}"], axis=-1),
+            helper.make_node("Mul", [f"cat{k}", "scale"], [y]),
+        ]
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info(f"x{blocks}", TensorProto.FLOAT, [2, 8])],
+        initializer=[ints("zero", [0]), ints("half", [4]), ints("end", [8]), ints("last", [1]),
+                     helper.make_tensor("scale", TensorProto.FLOAT, [1], [0.5])],
+    )  # fmt: skip
+    return ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+
+
+@section("onnx_optimizer")
+def onnx_optimizer_rows(args: argparse.Namespace) -> list[Row]:
+    """The optimizer ``to_onnx`` runs (Note [a linear optimizer]) against onnxscript's ``optimize_ir``, which
+    ``torch.onnx.export(optimize=True)`` runs, on chains of rotate-half steps of two lengths, and the growth of each."""
+    import onnxscript.optimizer
+    from _timing import fitted_exponent
+
+    from piece_by_piece_serialize.onnx_export._optimize import optimize
+
+    sizes = (50, 200) if args.quick else (100, 400)
+    rows, ours_times, theirs_times = [], [], []
+    for blocks in sizes:
+        ours, _ = _timed(lambda: optimize(_rotary_chain(blocks)))  # noqa: B023
+        theirs, _ = _timed(lambda: onnxscript.optimizer.optimize_ir(_rotary_chain(blocks)))  # noqa: B023
+        ours_times.append(ours)
+        theirs_times.append(theirs)
+        rows.append(Row("onnx_optimizer", f"ONNX optimizer, a chain of {blocks} rotate-half steps ({5 * blocks} nodes)", ours,
+                        "onnxscript's optimize_ir (torch.onnx.export's optimize=True)", theirs, note="both include building the graph"))  # fmt: skip
+    for who, times in (("ours", ours_times), ("optimize_ir", theirs_times)):
+        rows.append(Row("onnx_optimizer", f"ONNX optimizer time vs nodes, {who}: fitted exponent", fitted_exponent([float(s) for s in sizes], times),
+                        "linear", 1.0, 1.1 if who == "ours" else None, unit=""))  # fmt: skip
+    return rows

@@ -32,6 +32,7 @@ from ._complex import as_real
 from ._dims import rename_dims
 from ._errors import OnnxExportError
 from ._functions import DOMAIN, Function, callee, export_function
+from ._optimize import optimize
 from ._pieces import PrunedPiece, prune
 from ._translations import check_translated, translation_table
 from ._verify import NoKernelError
@@ -225,17 +226,17 @@ def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], na
 
 
 def _optimize(model: Any) -> None:
-    """torch.onnx's optimizer (onnxscript's), in place, but for its folding of a weight: it folds a weight's
-    ``Transpose`` into a transposed copy (an lm_head's: +131 MB at the peak of a 1B bfloat16 model's ``to_onnx``),
-    and the file would no longer hold the model's weights as the model holds them (Note [external weights]): no
-    node reading an initializer the file keeps outside (of :data:`_EXTERNAL_FROM` bytes or more) is folded."""
-    import onnxscript.optimizer
+    """torch.onnx's optimizer (onnxscript's, in linear time: Note [a linear optimizer]), in place, but for its
+    folding of a weight: it folds a weight's ``Transpose`` into a transposed copy (an lm_head's: +131 MB at the peak
+    of a 1B bfloat16 model's ``to_onnx``), and the file would no longer hold the model's weights as the model holds
+    them (Note [external weights]): no node reading an initializer the file keeps outside (of
+    :data:`_EXTERNAL_FROM` bytes or more) is folded."""
 
     def weight_of(node: Any) -> bool | None:  # False: not folded; None: onnxscript's own rules
         weights = [v for v in node.inputs if v is not None and v.is_initializer() and v.const_value is not None and v.const_value.nbytes >= _EXTERNAL_FROM]
         return False if weights else None
 
-    onnxscript.optimizer.optimize_ir(model, should_fold=weight_of)
+    optimize(model, should_fold=weight_of)  # Note [a linear optimizer]
 
 # Initializers smaller than this stay in the model file (as onnx.save's size_threshold): shapes, scalars.
 _EXTERNAL_FROM = 1024

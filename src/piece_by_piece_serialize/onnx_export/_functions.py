@@ -7,7 +7,7 @@ model itself holds are renamed under the piece's function, so that two pieces' h
 graph calls it through an ONNX op of that name with one input per function input and one output per function
 output (:func:`callee`, an onnxscript ``Op`` with a schema made for it, which torch's exporter builds nodes of).
 
-Imports: onnx and onnxscript, torch; nothing of the library but the package's error.
+Imports: onnx and onnxscript, torch; nothing of the library but the package's error and optimizer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import OnnxExportError
+from ._optimize import optimize
 
 DOMAIN = "pbp.pieces"
 _TYPES = (
@@ -40,12 +41,16 @@ def export_function(program: Any, name: str, opset: int | None, translations: di
     and made the function ``pbp.pieces::<name>``."""
     import onnx
     import torch
+    from onnxscript.rewriter import onnx_fusions
 
     exported = torch.onnx.export(
-        program, dynamo=True, verbose=False, opset_version=opset, optimize=True, custom_translation_table=translations
+        program, dynamo=True, verbose=False, opset_version=opset, optimize=False, custom_translation_table=translations
     )
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
+    # what optimize=True runs, with onnxscript's optimizer in linear time (Note [a linear optimizer])
+    optimize(exported.model)
+    onnx_fusions.fuse(exported.model)
     model = exported.model_proto
     graph = model.graph
     helpers = _rename_helpers(model, name)
