@@ -8,8 +8,9 @@ rule, ``SlicesSplit`` (two ``Slice`` nodes taking the two halves of a tensor's l
 ``Split``), has a pattern of two output nodes, and onnxscript matches such a pattern by building, for every node
 of the graph, a table of every node of the graph and trying each pair (its comment: "potentially expensive"). The
 optimization then grows with the square of the graph: the automatic decode step of a tiny Qwen3-Next, one program
-of about 5,000 ONNX nodes, spent most of its 200 s of ``to_onnx`` in that rule (Note [identical pieces] keeps the
-functions of a cut model small; a model exported in one program, or a large piece, has no such luck).
+of 16,425 ONNX nodes (1,011 ``Slice``), took 129 s in ``optimize_ir`` and 7.5 s without that rule, to the same
+4,957 nodes; its ``to_onnx`` went from 202 s to 80 s (Note [identical pieces] keeps the functions of a cut model
+small; a model exported in one program, or a large piece, has no such luck).
 
 So :func:`optimize` runs the same passes in the same order with the same options, and the default rules less
 those whose pattern has more than one output node (``SlicesSplit`` in onnxscript 0.7). What is lost is that
