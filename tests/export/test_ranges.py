@@ -294,3 +294,46 @@ def test_a_program_refusing_one_below_a_hints_range_is_no_failure_and_the_report
         "at x dim 1=1 the program fails where eager runs: AssertionError: Guard failed: tensors_1.size()[1] <= "
         "tensors_0.size()[1] (below the range torch gives a dimension declared by a hint)"
     )
+
+
+class _PadToFour(torch.nn.Module):
+    """Pads its sequence to a multiple of 4 only when it is not one: a guard on the sequence in its own code."""
+
+    def forward(self, x: Any) -> Any:
+        pad = (4 - x.shape[1] % 4) % 4
+        if pad > 0:
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        y = x.reshape(x.shape[0], -1, 4, x.shape[-1]).cumsum(2).reshape(x.shape[0], -1, x.shape[-1])
+        return y[:, : y.shape[1] - pad]
+
+
+class _Chunked(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.chunks = _PadToFour()
+
+    def forward(self, x: Any) -> Any:
+        return self.chunks(self.lin(x))
+
+
+def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module() -> None:
+    """Note [guards on a hint]: the same model and examples, the sequence declared by AdditionalInputs' hint (the
+    program takes the padding guard and refuses 4 and 7 tokens; the message says what to change) and then by a
+    named Dim (the search puts the padding module behind an operator; the export passes)."""
+    torch.manual_seed(0)
+    model = _Chunked().eval()
+    x = torch.randn(2, 3, 8)
+    hinted = torch.export.AdditionalInputs()
+    hinted.add((torch.randn(3, 6, 8),))
+    with pytest.raises(ExportMismatchError) as failed:
+        export_piece_by_piece(model, (x,), dynamic_shapes=hinted)
+    advice = [r for r in failed.value.report.refused if "declared by a hint" in r]
+    assert len(advice) == 1 and advice[0].startswith("at x dim 1=4 the program fails where eager runs: AssertionError: Guard failed")
+    assert "declare it with a named torch.export.Dim" in str(failed.value)
+    named = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
+    result = export_piece_by_piece(model, (x,), dynamic_shapes=named)
+    assert result.report.passed and result.report.behind_operators == ["chunks"]
+    for seq in (4, 7, 9):
+        y = torch.randn(3, seq, 8)
+        torch.testing.assert_close(result.module()(y), model(y), rtol=0, atol=1e-6)

@@ -2,6 +2,19 @@
 range] in :mod:`._examples`), in bounded memory (Note [checks in bounded memory] there): a mixin of
 :class:`._job.Job`, which holds what these methods read.
 
+Note [guards on a hint]
+~~~~~~~~~~~~~~~~~~~~~~~
+torch.export raises when its trace guards a dimension declared by a named ``Dim`` in a way its range cannot say
+(``seq % 4 != 0``, from code that pads to chunks of 4): the automatic search reads that failure, blames the
+module whose code made the guard and puts it behind an operator (Note [blame]). A dimension declared by a hint
+(``Dim.DYNAMIC``, ``Dim.AUTO``, and every one ``torch.export.AdditionalInputs`` makes) lets the same guard into
+the program without a word, and the program then refuses sizes of the range that eager takes: the checks here find
+them, and the export fails its verdict. So the first such refusal of a hint says what changes the outcome: the
+dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests), with the hints of
+``AdditionalInputs`` the export fails at 4 and 7 tokens; with named ``Dim`` s the search puts the module that pads
+behind an operator and the export passes. Granite-MoE-hybrid's decode step, its examples given by
+``AdditionalInputs``, fails the same way at 4 and 7 new tokens.
+
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
 
@@ -33,6 +46,12 @@ from ._record import module_paths, run_recording
 from ._verdict import Verdict
 
 _log = logging.getLogger("piece_by_piece_serialize.export")
+# what the first guard failure at a point of a hint adds (Note [guards on a hint])
+_ON_A_HINT = (
+    "; {0} is declared by a hint (Dim.DYNAMIC, Dim.AUTO, or AdditionalInputs), which lets torch.export accept a guard "
+    "on it without error: declare it with a named torch.export.Dim, and the export fails at the guard instead, naming "
+    "the module that made it, which the automatic search (classes=None) puts behind an operator"
+)
 
 
 class RangeChecks:
@@ -72,6 +91,7 @@ class RangeChecks:
         accepted: dict[str, list[int]] = {}
         refused: dict[str, list[tuple[int, str]]] = {}
         below: list[str] = []  # the program's refusals at 1 of a hint (Note [sizes of one])
+        advised: set[str] = set()  # the hints whose guard failures say how to name them (Note [guards on a hint])
         groups_ = groups(first, self.specs, partition)
         by_size = size_partition(first, self.specs)
         for point in points:
@@ -94,9 +114,13 @@ class RangeChecks:
                     continue
                 accepted.setdefault(name, []).append(size)
                 # at 1, below torch's range of a hint, the program may refuse (Note [sizes of one])
-                soft, before = size == 1 and isinstance(groups_.get(name, (0, None))[1], _DimHint), len(self.verdict.refused)
+                hint = isinstance(groups_.get(name, (0, None))[1], _DimHint)
+                soft, before = size == 1 and hint, len(self.verdict.refused)
                 own = dict(self.own) if soft else {}  # what the own programs were, were the program to refuse 1
                 self._check_at(example, want, where, names, fallback=not soft)
+                if hint and not soft and name not in advised and any("Guard failed" in r for r in self.verdict.refused[before:]):
+                    advised.add(name)  # Note [guards on a hint]: once per dimension
+                    self.verdict.refused[-1] += _ON_A_HINT.format(label(name))
                 if soft and len(self.verdict.refused) > before:
                     below += [f"{r} (below the range torch gives a dimension declared by a hint)" for r in self.verdict.refused[before:]]
                     del self.verdict.refused[before:]
