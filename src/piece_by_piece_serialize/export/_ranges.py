@@ -118,9 +118,11 @@ class RangeChecks:
                 soft, before = size == 1 and hint, len(self.verdict.refused)
                 own = dict(self.own) if soft else {}  # what the own programs were, were the program to refuse 1
                 self._check_at(example, want, where, names, fallback=not soft)
-                if hint and not soft and name not in advised and any("Guard failed" in r for r in self.verdict.refused[before:]):
-                    advised.add(name)  # Note [guards on a hint]: once per dimension
-                    self.verdict.refused[-1] += _ON_A_HINT.format(label(name))
+                # torch's words for a program's guard refusing its inputs (Note [guards on a hint]), once per dimension
+                guarded = [i for i in range(before, len(self.verdict.refused)) if "Guard failed" in self.verdict.refused[i]]
+                if hint and not soft and name not in advised and guarded:
+                    advised.add(name)
+                    self.verdict.refused[guarded[0]] += _ON_A_HINT.format(label(name))
                 if soft and len(self.verdict.refused) > before:
                     below += [f"{r} (below the range torch gives a dimension declared by a hint)" for r in self.verdict.refused[before:]]
                     del self.verdict.refused[before:]
