@@ -14,20 +14,19 @@ is then a real input of that layout, which is what the program's caller (the top
 way) passes and what onnxruntime is fed (``torch.view_as_real`` of the eager tensor, :mod:`._verify`). An
 operation on complex tensors with no rewriting here is refused by name, never written wrong.
 
-Imports: torch only.
+Imports: torch, and :mod:`._pieces` for its copy of a program.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ._errors import OnnxExportError
+from ._pieces import graph_copy
 
 aten = torch.ops.aten
 
@@ -132,12 +131,7 @@ def as_real(program: Any, where: str) -> Any:
     itself when it has none."""
     if not has_complex(program):
         return program
-    # the copy shares the program's tensors (weights, constants, example inputs): only its graph is rewritten, and
-    # a copy of the top program's weights would hold them twice through the whole of to_onnx
-    tensors = [*program.state_dict.values(), *program.constants.values(), *torch.utils._pytree.tree_leaves(program.example_inputs)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch's treespecs warn about their own class when copied
-        ep = copy.deepcopy(program, memo={id(t): t for t in tensors if isinstance(t, torch.Tensor)})
+    ep = graph_copy(program)  # its tensors shared: only its graph is rewritten
     graph = ep.graph_module.graph
     rewriter = _Rewriter(graph, where)
     fake_mode = next(
