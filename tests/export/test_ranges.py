@@ -317,7 +317,7 @@ class _Chunked(torch.nn.Module):
         return self.chunks(self.lin(x))
 
 
-def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module() -> None:
+def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module(tmp_path: Any) -> None:
     """Note [guards on a hint]: the same model and examples, the sequence declared by AdditionalInputs' hint (the
     program takes the padding guard and refuses 4 and 7 tokens; the message says what to change) and then by a
     named Dim (the search puts the padding module behind an operator; the export passes)."""
@@ -337,3 +337,9 @@ def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module(
     for seq in (4, 7, 9):
         y = torch.randn(3, seq, 8)
         torch.testing.assert_close(result.module()(y), model(y), rtol=0, atol=1e-6)
+    # the padding module has no program of its own (its guard is in its own code): ONNX refuses it by name
+    pytest.importorskip("onnxscript")
+    from piece_by_piece_serialize.onnx_export import OnnxExportError
+
+    with pytest.raises(OnnxExportError, match=r"cannot be ONNX functions: chunks \(.*the guard that cut it is in its own code"):
+        result.to_onnx(tmp_path / "chunked.onnx")
