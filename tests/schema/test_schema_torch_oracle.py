@@ -161,6 +161,46 @@ def test_reference_vectors_agree_with_torch():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Alias annotations: every set of up to three items drawn from a name, another name, "*" and nothing (torch reads
+# each item after a "*" as an optional "*", so "(*|)" and "(a|*||*)" are annotations), with and without "!" and an
+# after-set of up to two items. The fuzzer found "(*|*|)", which the grammar had refused.
+
+_ITEMS = ["a", "b", "*", ""]
+
+
+def _alias_sets(most: int) -> list[str]:
+    return ["|".join(items) for n in range(1, most + 1) for items in itertools.product(_ITEMS, repeat=n)]
+
+
+def test_every_small_alias_annotation_agrees_with_torch():
+    both_accept = both_reject = 0
+    failures = []
+    for before, bang, after in itertools.product(_alias_sets(3), ["", "!"], [None, *_alias_sets(2)]):
+        annotation = f"({before}{bang}{'' if after is None else ' -> ' + after})"
+        text = f"f(Tensor{annotation} x) -> Tensor"
+        try:
+            theirs = torch._C.parse_schema(text)
+        except RuntimeError:
+            theirs = None
+        try:
+            ours = parse_schema(text)
+        except SchemaError as e:
+            if theirs is not None:
+                failures.append(f"torch accepts, we reject: {text}: {e.msg}")
+            both_reject += 1
+            continue
+        if theirs is None:
+            failures.append(f"torch rejects, we accept: {text}")
+        elif torch._C.parse_schema(str(ours)) != theirs:
+            failures.append(f"printed differently: {text} -> {ours} (torch: {theirs})")
+        else:
+            both_accept += 1
+    assert not failures, "\n".join(failures[:20])
+    assert both_accept + both_reject == 84 * 2 * 21
+    assert (both_accept, both_reject) == (744, 2784)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Default values: our typed values against torch's Argument.default_value, over a grid of types and literals
 
 TYPES = ["int", "SymInt", "float", "complex", "bool", "str", "Scalar", "ScalarType", "Layout", "int?", "float?",
