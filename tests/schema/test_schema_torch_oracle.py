@@ -201,6 +201,39 @@ def test_every_small_alias_annotation_agrees_with_torch():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Layout: every text made of a declaration and up to two pieces of blank, newline, line continuation, comment or tab
+# before it, in its middle (outside brackets) and after it. torch's lexer measures a line's width after a newline
+# (Note [line widths] in schema/_transform.py); the fuzzer found " f() -> t\n\\\n" (a continuation line narrower
+# than the first), which we had accepted.
+
+_LAYOUT = ["", " ", "\n", "\\\n", "# c\n", "\t"]
+_MIDDLES = ["", "\n", "\\\n", " \\\n", "\n \\\n"]
+
+
+def test_every_small_layout_agrees_with_torch():
+    agree = [0, 0]
+    failures = []
+    for before, middle, after in itertools.product(itertools.product(_LAYOUT, repeat=2), _MIDDLES, itertools.product(_LAYOUT, repeat=2)):
+        text = "".join(before) + "f(int x)" + middle + " -> t" + "".join(after)
+        try:
+            torch._C.parse_schema(text)
+            theirs = True
+        except RuntimeError:
+            theirs = False
+        try:
+            parse_schema(text)
+            ours = True
+        except SchemaError:
+            ours = False
+        if ours != theirs:
+            failures.append(f"torch {'accepts' if theirs else 'rejects'}, we do not: {text!r}")
+        else:
+            agree[ours] += 1
+    assert not failures, "\n".join(failures[:20])
+    assert agree == [2892, 3588]  # [both refuse, both accept], of 6 * 6 * 5 * 6 * 6
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Default values: our typed values against torch's Argument.default_value, over a grid of types and literals
 
 TYPES = ["int", "SymInt", "float", "complex", "bool", "str", "Scalar", "ScalarType", "Layout", "int?", "float?",

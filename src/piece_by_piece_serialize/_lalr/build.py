@@ -30,7 +30,7 @@ from .grammar import build_parser, grammar_sha256
 
 # The grammars run by the engine, with the lark options that shape their tables.
 GRAMMARS: dict[str, dict[str, Any]] = {
-    "schema": {"lexer": "basic", "always_accept": ("NEWLINE", "INDENT")},
+    "schema": {"lexer": "basic", "always_accept": ("NEWLINE", "INDENT", "LINE_CONTINUATION")},
     "treespec_name": {"lexer": "contextual", "always_accept": ()},
     "type_info": {"lexer": "contextual", "always_accept": ()},
     "structure": {"lexer": "contextual", "always_accept": ()},

@@ -409,36 +409,59 @@ class ParseResult:
 # Newlines
 
 
+# Note [line widths]
+# ~~~~~~~~~~~~~~~~~~
+# torch's lexer (lexer.h) reads the blanks that start a line outside brackets as a whitespace token of their width,
+# but only right after a newline or at the start of the text, and a "\\" line continuation ends that state. The
+# first such width is the text's indentation; every later one is a newline token if equal to it, an indent if
+# wider, an error if narrower, and the whitespace before the end of the text is one more newline. Blank and comment
+# lines add nothing, so a text that ends in newlines is fine, but a continuation line after a newline is measured:
+# "f() -> t\n\\\n" is fine (one newline at the end, which the parser takes), " f() -> t\n\\\n" (indented text, then
+# a line of width 0) and "f() -> t\n\\\n\n" (two newlines) are errors. The fuzzer found the last two forms.
 class _Newlines:
-    """Postlexer: torch ignores newlines inside brackets and around the declaration; a newline anywhere else
-    reaches the parser (which has no rule for it) and is reported there. An indented line continuation after
-    the declaration (``INDENT``) is torch's 'indent', which it refuses there too."""
+    """Postlexer: torch's lexer turns the whitespace that starts a line outside brackets into tokens by its width
+    (Note [line widths]); this yields the tokens it would, of which the parser accepts only one newline at the
+    end. The lexer gives ``NEWLINE``, ``INDENT`` (a newline and the blanks before a ``\\``) and
+    ``LINE_CONTINUATION``; blanks and comments are ignored, so a line's width is read from positions."""
 
-    always_accept = ("NEWLINE", "INDENT")
+    always_accept = ("NEWLINE", "INDENT", "LINE_CONTINUATION")
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         depth = 0
-        started = False
-        pending = None
+        line = 0  # where the current line starts
+        at_line_start = True  # torch's whitespace_token: the next token or "\\" measures the line
+        first: int | None = None  # the first line's width, against which torch measures every other
+        pending = None  # a newline of width `first`: torch's parser accepts one, at the very end
         for tok in stream:
             kind = tok.type
-            if kind == "INDENT":  # refused after the first token outside brackets, ignored elsewhere
-                if depth == 0 and started:
-                    yield tok
+            if kind == "NEWLINE" or kind == "INDENT":
+                if depth == 0:  # inside brackets torch measures nothing
+                    line, at_line_start = tok.start_pos + 1, True
                 continue
-            if kind == "NEWLINE":
-                if depth == 0 and started and pending is None:
-                    pending = tok
+            if at_line_start:
+                at_line_start = False
+                width = tok.start_pos - line
+                if first is None:
+                    first = width
+                else:
+                    if pending is not None:
+                        yield pending
+                    pending = Token("NEWLINE" if width == first else "INDENT", "\n", line - 1, line)
+                    if width != first:
+                        yield pending
+                        pending = None
+            if kind == "LINE_CONTINUATION":  # after the line was measured, torch skips it
                 continue
             if pending is not None:
                 yield pending
                 pending = None
-            started = True
             if kind == "LPAR" or kind == "LSQB":
                 depth += 1
             elif (kind == "RPAR" or kind == "RSQB") and depth:
                 depth -= 1
             yield tok
+        if at_line_start and pending is not None:  # torch's final whitespace is one more newline of width `first`
+            yield pending
 
 
 # ---------------------------------------------------------------------------------------------------------------
