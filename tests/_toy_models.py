@@ -60,3 +60,24 @@ class Deep(torch.nn.Module):
 def deep() -> Deep:
     torch.manual_seed(0)
     return Deep().eval()
+
+
+class PadToFour(torch.nn.Module):
+    """Pads its sequence to a multiple of 4 only when it is not one: a guard on the sequence in its own code."""
+
+    def forward(self, x: Any) -> Any:
+        pad = (4 - x.shape[1] % 4) % 4
+        if pad > 0:
+            x = torch.nn.functional.pad(x, (0, 0, 0, pad))
+        y = x.reshape(x.shape[0], -1, 4, x.shape[-1]).cumsum(2).reshape(x.shape[0], -1, x.shape[-1])
+        return y[:, : y.shape[1] - pad]
+
+
+class Chunked(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.chunks = PadToFour()
+
+    def forward(self, x: Any) -> Any:
+        return self.chunks(self.lin(x))

@@ -146,7 +146,7 @@ def export_piece_by_piece(
     result = PieceByPieceExport(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )
-    result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs)
+    result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs, job.by_size)
     if report.passed is False and strict:
         raise ExportMismatchError(_mismatch(report), report, result)
     return result

@@ -62,6 +62,7 @@ from ._alone import (
     worse,
 )
 from ._blame import CONSTRAINT, OTHER, Failure, Watch, reasons, suggested_fixes
+from ._by_size import BySize, export_by_size, share_by_size
 from ._errors import PieceByPieceExportError
 from ._examples import DimSpec, Example, describe
 from ._flat import FlatCall
@@ -117,6 +118,11 @@ class Job(RangeChecks):
         self.twins: dict[str, str] = {}
         self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
         self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
+        # the pieces without a program of their own that have programs by size (Note [programs by size]), and why
+        # the others that were tried have none
+        self.by_size: dict[str, BySize] = {}
+        self.by_size_failed: dict[str, str] = {}
+        self.size_donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # the pieces that exported theirs
 
     def close(self) -> None:
         """Free every operator this export registered."""
@@ -301,6 +307,7 @@ class Job(RangeChecks):
                 why = "not exported alone: the guard that cut it is in its own code"
                 out[path] = (None, Failure(CONSTRAINT, why), 0.0, None, None)
                 _log.info("piece %d/%d, %s: no program of its own (the guard that cut it is its own)", number, len(self.wrappers), path)
+                self._programs_by_size(path, module, calls, names, runnables, described, specs)
                 continue
             for donor, donor_module, donor_described, donor_specs in donors:
                 if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs):
@@ -333,10 +340,34 @@ class Job(RangeChecks):
                         shapes[path] = shapes_of(path, calls, described)
                 elif not isinstance(out[path][1], RefusedCall):
                     failed.append((path, module, described, specs))
+                else:  # its program refuses one of its calls: a guard on sizes, which programs by size may cover
+                    self._programs_by_size(path, module, calls, names, runnables, described, specs)
                 failure = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
                           "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
+
+    def _programs_by_size(self, path: str, module: Any, calls: list[Any], names: tuple[str, ...], runnables: dict[int, Any],
+                          described: list[Example], specs: list[Any]) -> None:  # fmt: skip
+        """A piece without a program of its own for a guard on its sizes gets programs by size, if it can (Note
+        [programs by size]); values are needed to check them."""
+        if self.unchecked is not None:
+            return
+        for donor, donor_module, donor_described, donor_specs in self.size_donors:
+            if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs) and donor in self.by_size:
+                shared = share_by_size(self.by_size[donor], module, path, calls, described, self.verdict)
+                if shared is not None:  # an identical piece's programs, each checked on this piece's own calls
+                    self.by_size[path] = shared
+                    _log.info("piece %s: the programs by size of %s", path, donor)
+                    return
+        found = export_by_size(module, path, calls, names, runnables, described, specs, self.verdict)
+        if isinstance(found, BySize):
+            self.by_size[path] = found
+            self.size_donors.append((path, module, described, specs))
+            _log.info("piece %s: %s", path, found.describe())
+        else:
+            self.by_size_failed[path] = found.message
+            _log.info("piece %s: no programs by size (%s)", path, found.message)
 
     def _twin(self, path: str, calls: list[Any], described: list[Example], donor: str, donor_described: list[Example],
               shapes: dict[str, list[Any]]) -> bool:  # fmt: skip
@@ -414,11 +445,17 @@ class Job(RangeChecks):
             diff, n = checks.get(path, (None, 0))
             if own_diff is not None:
                 diff = own_diff if diff is None else max(diff, own_diff)
+            by_size = self.by_size.get(path)
+            if by_size is not None:
+                own_seconds = (own_seconds or 0.0) + by_size.seconds
+                diff = by_size.worst if diff is None or by_size.worst is None else max(diff, by_size.worst)
+            sized = by_size.describe() if by_size is not None else self.by_size_failed.get(path)
             return Piece(
                 path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
                 program, failure, own_failure, _total(share, own_seconds), diff, n,
                 outputs=self.verdict.of(path), passed=self.verdict.passed(path),
                 not_checked="no call of it was recorded" if path in checks and not n else None,
+                by_size=sized if by_size is not None else (None if sized is None else f"no programs by size: {sized}"),
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..domains import DomainError, domain_of
 from ..serialize import make_copy
 from ._alone import contiguous, described_calls, flat_result
 from ._blame import OTHER, Failure
+from ._by_size import BySize, add_at, judge, shapes_of
 from ._errors import PieceByPieceExportError
 from ._examples import (
     DimSpec,
@@ -59,6 +61,8 @@ class RangeChecks:
 
     # what the job holds (see its __init__)
     examples: list[Example]
+    recordings: list[Any]
+    unchecked: str | None
     specs: list[DimSpec | None]
     verdict: Verdict
     check_bytes: int | None
@@ -66,6 +70,8 @@ class RangeChecks:
     runnable: Any
     own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]
     unguarded: dict[int, Any]
+    by_size: dict[str, BySize]
+    by_size_failed: dict[str, str]
     wrappers: dict[str, Any]
     flat: Any
     copy: torch.nn.Module
@@ -204,8 +210,12 @@ class RangeChecks:
         ``fallback``)."""
         watched = {path: self.wrappers[path]._pbp_op for path, (program, *_) in self.own.items() if program is not None}
         seen: set[str] = set()
+        uncovered: list[str] = []  # pieces by size that no domain of theirs holds for here (Note [programs by size])
         for path, op in watched.items():
-            op.observer = self._observer(path, op, where, seen)
+            op.observer = self._observer(path, op, where, seen, uncovered)
+        for path in self.by_size:
+            op = watched[path] = self.wrappers[path]._pbp_op
+            op.observer = self._size_observer(path, op, where, seen, uncovered)
         refused = len(self.verdict.refused)
         try:
             self._check_point(example, want, where, names, last=True)
@@ -213,9 +223,54 @@ class RangeChecks:
             for op in watched.values():
                 op.observer = None
         if fallback and len(self.verdict.refused) > refused:
-            self._check_own_at(example, where, seen)
+            uncovered += self._check_own_at(example, where, seen)
+        if uncovered:
+            self._add_by_size(example, where, uncovered)
 
-    def _observer(self, path: str, op: Any, where: str, seen: set[str]) -> Any:
+    def _size_observer(self, path: str, op: Any, where: str, seen: set[str], uncovered: list[str]) -> Any:
+        """What ``op`` tells of each eager call at ``where`` for a piece with programs by size: the first call of
+        their structure is checked on the program whose domain holds for it, or noted in ``uncovered``."""
+
+        def observe(tensors: list[Any], weights: list[Any] | None, key: str, out: list[Any]) -> None:
+            by_size = self.by_size.get(path)
+            if by_size is None or key != by_size.key or path in seen:
+                return
+            seen.add(path)
+            given = op.weights_of() if weights is None else weights
+            program = by_size.choose(shapes_of(given, tensors))
+            if program is None:
+                uncovered.append(path)
+                return
+            error = judge(program, self.wrappers[path]._pbp_original, path, by_size.names, tensors, out, self.verdict, where)
+            if error is not None:
+                self._drop_by_size(path, error)
+
+        return observe
+
+    def _add_by_size(self, example: Example, where: str, paths: list[str]) -> None:
+        """A program by size for each of ``paths`` from its call at ``where``, which no domain of its holds for."""
+        recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
+        for path in paths:
+            by_size, calls = self.by_size.get(path), recording.calls.get(path, [])[:1]
+            if by_size is None or not calls:
+                continue
+            wrapper = self.wrappers[path]
+            described, _ = described_calls(calls, wrapper._pbp_op)
+            if described[0].key != by_size.key:
+                continue
+            want = flat_result(path, calls[0], described[0].call)
+            error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.verdict, where)
+            if error is not None:
+                self._drop_by_size(path, error)
+            else:
+                _log.info("piece %s: a program by size for %s", path, where)
+
+    def _drop_by_size(self, path: str, why: str) -> None:
+        del self.by_size[path]
+        self.by_size_failed[path] = why
+        _log.info("piece %s: its programs by size dropped (%s)", path, why)
+
+    def _observer(self, path: str, op: Any, where: str, seen: set[str], uncovered: list[str]) -> Any:
         """What ``op`` tells of each eager call while the program runs at ``where``: the first call of the
         structure its piece's own program computes is judged (:meth:`_judge_own`)."""
 
@@ -225,13 +280,16 @@ class RangeChecks:
                 return
             seen.add(path)
             given = op.weights_of() if weights is None else weights
-            self._judge_own(path, where, [*given, *contiguous(tensors)], out)
+            if self._judge_own(path, where, [*given, *contiguous(tensors)], out):
+                uncovered.append(path)
 
         return observe
 
-    def _judge_own(self, path: str, where: str, inputs: list[Any], want: list[Any]) -> None:
+    def _judge_own(self, path: str, where: str, inputs: list[Any], want: list[Any]) -> bool:
         """Keep or drop the own program of ``path`` (:meth:`_check_own_at` says why), run without torch's guards
-        on ``inputs`` (the piece's weights, then its call's tensors at ``where``); ``want``: eager's outputs."""
+        on ``inputs`` (the piece's weights, then its call's tensors at ``where``); ``want``: eager's outputs. True
+        when the program was dropped for a call outside its domain: the piece then has programs by size, the
+        first that program, and needs one for that call (Note [programs by size])."""
         program, _, seconds, _, _ = self.own[path]
         if id(program) not in self.unguarded:
             self.unguarded[id(program)] = program.module(check_guards=False)
@@ -244,13 +302,29 @@ class RangeChecks:
             why = f"fails at {where}, a size of the declared range: {Failure.of(exc).message}"
         else:
             if trial.passed(path) is not False:
-                return
+                return False
             why = f"differs from its module at {where}, a size of the declared range: max |diff| {worst or 0.0:.3g}"
         failure = Failure(OTHER, f"its program, exported alone from its recorded calls, {why}")
         self.own[path] = (None, failure, seconds, None, None)
         _log.info("piece %s: its own program dropped (%s)", path, why)
+        return self._by_size_from(path, program, inputs)
 
-    def _check_own_at(self, example: Example, where: str, done: Collection[str] = ()) -> None:
+    def _by_size_from(self, path: str, program: Any, inputs: list[Any]) -> bool:
+        """Programs by size for a piece whose own program was dropped for a call outside its domain, the first
+        that program (Note [programs by size]); whether it has them."""
+        try:
+            domain = domain_of(program)
+        except DomainError:
+            return False
+        if self.unchecked is not None or domain.holds([tuple(t.shape) for t in inputs]):
+            return False  # a program wrong inside its domain: no program of it can be trusted
+        wrapper = self.wrappers[path]
+        calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
+        described, specs = described_calls(calls, wrapper._pbp_op)
+        self.by_size[path] = BySize(described[0].key, wrapper._pbp_op.weight_names or (), specs, [(program, domain, "its recorded calls")])
+        return True
+
+    def _check_own_at(self, example: Example, where: str, done: Collection[str] = ()) -> list[str]:
         """Each own program against its module on the piece's call at a point of the declared ranges (``where``),
         after :meth:`own_programs`. A program exported from the calls of the examples alone may compute for them
         only (Qwen3-Next's chunked linear attention, exported alone at lengths 6 and 8, computes one chunk: its
@@ -259,8 +333,9 @@ class RangeChecks:
         operator. The program runs as a loaded archive runs it: without torch's guards, which a saved program
         does not keep and which may refuse a size it is right at (a Llama layer's ``size >= 4`` at past=1)."""
         if not any(program is not None for path, (program, *_) in self.own.items() if path not in done):
-            return
+            return []
         recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
+        uncovered = []  # the pieces whose program was dropped for a call outside its domain (:meth:`_judge_own`)
         for path, (program, *_, key) in list(self.own.items()):
             calls = recording.calls.get(path, [])[:1]
             if program is None or not calls or path in done:
@@ -270,7 +345,9 @@ class RangeChecks:
             if described[0].key != key:  # a call of another structure: the program is not what runs it
                 continue
             tensors = contiguous(make_copy(list(described[0].tensors)))  # recorded calls are shared (Note [shared copies])
-            self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, calls[0], described[0].call))
+            if self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, calls[0], described[0].call)):
+                uncovered.append(path)
+        return uncovered
 
 
 def _mib(n: int) -> str:

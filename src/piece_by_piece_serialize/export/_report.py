@@ -76,6 +76,9 @@ class Piece:
     passed: bool | None = None  # every output within its tolerance; None: nothing compared
     # why the checks ran and this piece's did not ("no call of it was recorded"): never a difference of 0 on nothing
     not_checked: str | None = None
+    # for a piece without a program of its own for a guard on its sizes: its programs by size, or why it has none
+    # (Note [programs by size] in ._by_size); ONNX writes them, the archive does not carry them yet
+    by_size: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -95,6 +98,7 @@ class Piece:
             "max_abs_diff": _finite(self.max_abs_diff),
             "checked_calls": self.checked_calls,
             "not_checked": self.not_checked,
+            "by_size": self.by_size,
             "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
             "passed": self.passed,
             "outputs": [o.to_dict() for o in self.outputs],
@@ -218,6 +222,8 @@ class ExportReport:
             reason = (reason + "; " if reason else "") + f"no own program: {own.kind}: {_clip(own.detail or own.message, 80)}"
         elif piece.program is not None:
             reason = (reason + "; " if reason else "") + "own program"
+        if piece.by_size is not None:
+            reason = (reason + "; " if reason else "") + _clip(piece.by_size, 100)
         return (
             "  " * depth + label,
             piece.module_class.__name__,
@@ -382,6 +388,8 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
     if piece.own_export_failure is not None:
         own = piece.own_export_failure
         lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); loading a saved artifact needs its class, or an instance, in `implementations=`")
+        if piece.by_size is not None:
+            lines.append(f"- by size: {piece.by_size}")
     elif len(group) == 1 and runs:
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
@@ -421,7 +429,7 @@ def _signature(report: ExportReport, path: str) -> tuple[Any, ...]:
     kids = tuple((_relative(path, c), _signature(report, c)) for c in report.children.get(path, []))
     failure = None if piece.failure is None else (piece.failure.kind, piece.failure.message)
     own = None if piece.own_export_failure is None else (piece.own_export_failure.kind, piece.own_export_failure.message)
-    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, piece.not_checked, kids)
+    return (piece.module_class, piece.status, failure, own, piece.program is None, piece.passed, piece.not_checked, piece.by_size, kids)
 
 
 def _fold(report: ExportReport, paths: Sequence[str]) -> list[list[str]]:

@@ -144,10 +144,12 @@ class PieceByPieceExport:
         from ..onnx_export import OnnxPiece, write_onnx
 
         why = {p: piece.own_export_failure or piece.failure for p, piece in self.pieces.items()}
+        sized = {path: (by.key, by.programs) for path, by in self._by_size.items()}
         pieces = [
-            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key, self._onnx_calls.get(s.path, []))
+            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key or sized.get(s.path, (None,))[0],
+                      self._onnx_calls.get(s.path, []), sized.get(s.path, (None, ()))[1])
             for s in self._saved
-        ]
+        ]  # fmt: skip
         valueless = any(is_valueless(t) for t in [*self.program.state_dict.values(), *self.program.constants.values()])
         if valueless and weights is None:
             raise ValueError(
@@ -176,13 +178,14 @@ class PieceByPieceExport:
 
     def _for_onnx(
         self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any],
-        specs: Sequence[dict[int, Any] | None] = (),
+        specs: Sequence[dict[int, Any] | None] = (), by_size: Mapping[str, Any] | None = None,
     ) -> None:  # fmt: skip
         """What :meth:`to_onnx` checks against and names by: the model, its first example, every example's flat
         tensors with eager's outputs, each piece's recorded calls, the dynamic shapes of the flat tensors (whose
-        ``Dim`` names name the ONNX file's dimensions)."""
+        ``Dim`` names name the ONNX file's dimensions), the pieces' programs by size (Note [programs by size])."""
         self._model, self._example, self._onnx_examples, self._onnx_calls = model, example, examples, calls
         self._specs = list(specs)
+        self._by_size = dict(by_size or {})
 
     def close(self) -> None:
         """Free the operator names now (they are freed when this object is garbage collected anyway); the

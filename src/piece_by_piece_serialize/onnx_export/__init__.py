@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._by_size import Variant, by_size_function
 from ._complex import as_real
 from ._dims import rename_dims
 from ._errors import OnnxExportError
@@ -50,6 +51,9 @@ class OnnxPiece:
     why_not: str  # why it has no program, when it has none
     program_key: str | None = None  # the call structure its program computes (Note [call keys])
     calls: list[tuple[list[Any], list[Any]]] = field(default_factory=list)  # recorded (inputs, eager outputs)
+    # without a program of its own, its programs by size: each with its domain and the sizes of the call it was
+    # exported from (Note [pieces by size])
+    by_size: Sequence[tuple[Any, Any, str]] = ()
 
 
 @dataclass
@@ -112,24 +116,24 @@ def _write(
     stream: Callable[[str, Any], Any] | None = None,
 ) -> OnnxExport:  # fmt: skip
     import onnx
-    import torch
 
     _refuse_untranslated(pieces, translations)
+    given = translation_table([], translations)
     # a piece the user translated is written by that translation, in the main graph; no function of its own
+    sized = [p for p in pieces if p.program is None and p.by_size and _overload(p.qualname) not in given]
     pieces = [p for p in pieces if p.program is not None]
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
-    for p in pieces:
-        if id(p.program) not in by_object:
-            by_object[id(p.program)] = cut = prune(p.program)
+    for p, own in [*((q, q.program) for q in pieces), *((q, v) for q in sized for v, *_ in q.by_size)]:
+        if id(own) not in by_object:
+            by_object[id(own)] = cut = prune(own)
             cut.program = as_real(cut.program, f"the program of {p.path}")
     pruned = {p.path: by_object[id(p.program)] for p in pieces}
     operators = translation_table([program, *(cut.program for cut in by_object.values())], translations)
     functions: dict[str, Function] = {}
     names: dict[str, str] = {}  # key -> function name
-    for piece in pieces:
-        cut = pruned[piece.path]
+    for piece, cut in [*((p, pruned[p.path]) for p in pieces), *((p, by_object[id(v)]) for p in sized for v, *_ in p.by_size)]:
         if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
-            names[cut.key] = piece.qualname.partition("::")[2]
+            names[cut.key] = piece.qualname.partition("::")[2] + ("" if piece.program is not None else f"__size{len(names)}")
             _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
             check_translated(cut.program, f"the program of {piece.path}", operators)
             functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset, operators)
@@ -138,11 +142,13 @@ def _write(
         cut = pruned[piece.path]
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
-    _check_calls(program, {_overload(p.qualname): p for p in pieces})
+    dispatchers = _by_size(sized, by_object, names, functions, table)
+    checks = _checks_of(pieces, pruned, sized, by_object)
+    _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
     program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
-    exported = torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=False)
+    exported = _export_main(program, opset, table, [*pieces, *sized])
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
         raise OnnxExportError("to_onnx: torch.onnx.export returned no program")
     if stream is None:  # weights without values cannot be folded, and are not read here
@@ -153,6 +159,7 @@ def _write(
     rename_dims(model, program, input_names, dim_names)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
+    model.functions.extend(dispatchers)
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
     # the checker reads the external data where the model is: the model is saved first, and removed if refused
     onnx.save(model, path)
@@ -169,21 +176,83 @@ def _write(
     if stream is not None:
         # nothing has values to run: the weights are in the file, the examples are not
         why = "the weights were read from a checkpoint and the examples have no values"
-        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size, why)
+        return OnnxExport(path, _by_function(checks, names), {p: nan for p, _, _ in checks}, nan, time.perf_counter() - start, size, why)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
     try:
-        model_diff, piece_diffs = _run_checks(path, shared, examples, pieces, pruned, names, functions)
+        model_diff, piece_diffs = _run_checks(path, shared, examples, checks, names, functions)
     except NoKernelError as exc:  # a valid model this onnxruntime cannot run here: written, and said so
         why = f"onnxruntime has no CPU kernel for one of its operators in its dtype ({exc}); run it where one exists"
         warnings.warn(f"to_onnx: {path} is written and passes onnx.checker, but its checks did not run: {why}", stacklevel=4)
-        return OnnxExport(path, _by_function(pieces, pruned, names), {p.path: nan for p in pieces}, nan, time.perf_counter() - start, size, why)
-    return OnnxExport(path, _by_function(pieces, pruned, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+        return OnnxExport(path, _by_function(checks, names), {p: nan for p, _, _ in checks}, nan, time.perf_counter() - start, size, why)
+    return OnnxExport(path, _by_function(checks, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+
+
+def _export_main(program: Any, opset: int | None, table: dict[Any, Any], pieces: Sequence[OnnxPiece]) -> Any:
+    """torch.onnx.export of the top program; an operator that cannot give its output's sizes at the sizes torch.onnx
+    traces it with (its learned shape rules do not cover them: Note [learned shapes] in :mod:`..custom_op`) is
+    named with its piece, where torch would bury it in its own error."""
+    import torch
+
+    from ..custom_op import CustomOpError
+
+    try:
+        return torch.onnx.export(program, dynamo=True, verbose=False, opset_version=opset, custom_translation_table=table, optimize=False)
+    except Exception as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, CustomOpError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        first = str(cause).splitlines()[0]
+        owner = next((p.path for p in pieces if first.startswith(p.qualname + ":")), "a piece")
+        raise OnnxExportError(
+            f"to_onnx: the main graph cannot be written: the operator of {owner} cannot give its output's sizes at "
+            f"other sizes than its recorded calls' ({first.partition(': ')[2].partition('; pass fake=')[0]}): its "
+            "output's sizes follow its inputs' in a way its recorded calls do not show (the number of chunks it pads "
+            "to, say)"
+        ) from None
+
+
+def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
+             table: dict[Any, Any]) -> list[Any]:  # fmt: skip
+    """Each piece by size's function (Note [pieces by size]), its operator's translation added to ``table``."""
+    groups: dict[Any, list[tuple[OnnxPiece, list[Variant]]]] = {}  # identical pieces by size: one function
+    for piece in sized:
+        variants = []
+        for own, domain, _ in piece.by_size:
+            cut = by_object[id(own)]
+            variants.append(Variant(cut, domain, names[cut.key], functions[names[cut.key]].n_outputs))
+        groups.setdefault(tuple((v.function, v.cut.inputs, v.cut.outputs, v.domain) for v in variants), []).append((piece, variants))
+    out = []
+    for group in groups.values():
+        piece, variants = group[0]
+        first = piece.by_size[0][0]
+        n_inputs = len([s for s in first.graph_signature.input_specs if s.kind.name == "USER_INPUT"])
+        dtypes = [node.meta["val"].dtype for node in next(n for n in first.graph.nodes if n.op == "output").args[0]]
+        name = piece.qualname.partition("::")[2] + "__by_size"
+        opsets = [o for o in functions[variants[0].function].proto.opset_import if o.domain != DOMAIN]
+        sizes = "; ".join(where for *_, where in piece.by_size)
+        who = piece.path if len(group) == 1 else f"{piece.path} (or one of {len(group) - 1} pieces identical to it)"
+        function, merged = by_size_function(name, who, variants, n_inputs, dtypes, [*opsets, onnx_opset(DOMAIN)], sizes)
+        _log.info("ONNX function %s: %s by size, %d programs", name, who, len(variants))
+        out.append(function)
+        n_outputs = sum(computed for computed, _ in merged)
+        cut = PrunedPiece(None, tuple(range(n_inputs)), merged, name)
+        for member, _ in group:
+            table[_overload(member.qualname)] = _translation(callee(name, n_inputs, n_outputs), cut, n_outputs)
+    return out
+
+
+def onnx_opset(domain: str) -> Any:
+    import onnx
+
+    return onnx.helper.make_opsetid(domain, 1)
 
 
 def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any, Callable[..., Any]] | None) -> None:
     """Refuse, naming them and the hook, the pieces that have no program of their own and no translation."""
     given = translation_table([], translations)  # the user's, keyed by overload
-    missing = [p for p in pieces if p.program is None and _overload(p.qualname) not in given]
+    missing = [p for p in pieces if p.program is None and not p.by_size and _overload(p.qualname) not in given]
     if missing:
         listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
         hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
@@ -195,33 +264,52 @@ def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any,
 
 
 def _run_checks(
-    path: str, shared: Any, examples: Sequence[tuple[list[Any], list[Any]]], pieces: Sequence[OnnxPiece],
-    pruned: dict[str, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
+    path: str, shared: Any, examples: Sequence[tuple[list[Any], list[Any]]], checks: Sequence[tuple[str, PrunedPiece, list[Any]]],
+    names: dict[str, str], functions: dict[str, Function],
 ) -> tuple[float, dict[str, float]]:  # fmt: skip
-    """onnxruntime against eager: the written model on every example, each function on its pieces' calls."""
+    """onnxruntime against eager: the written model on every example, each function on its pieces' calls
+    (``checks``: a piece, the pruned program that computes some of its calls, and those calls)."""
     from ._verify import max_diff, runner
 
     run = runner(path, shared)
     model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
-    piece_diffs = {}
+    piece_diffs: dict[str, float] = {}
     runs: dict[str, Any] = {}  # one onnxruntime session per function, for all its pieces' calls
-    for piece in pieces:
-        cut, name = pruned[piece.path], names[pruned[piece.path].key]
+    for piece, cut, calls in checks:
+        name = names[cut.key]
         fn = functions[name]
         run = runs[name] if name in runs else runs.setdefault(name, runner(fn.model))
         computed = {k: j for j, (is_computed, k) in enumerate(cut.outputs) if is_computed}  # function output -> operator output
-        piece_diffs[piece.path] = max(
-            (max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in piece.calls),
-            default=0.0,
+        piece_diffs[piece] = max(
+            [piece_diffs.get(piece, 0.0), *(max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in calls)]
         )
     return model_diff, piece_diffs
 
 
-def _by_function(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str]) -> dict[str, list[str]]:
+def _checks_of(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], sized: Sequence[OnnxPiece],
+               by_object: dict[int, PrunedPiece]) -> list[tuple[str, PrunedPiece, list[Any]]]:  # fmt: skip
+    """What onnxruntime checks: each piece's calls on its pruned program; a piece by size's, each on the program
+    whose domain holds for it (Note [pieces by size])."""
+    out = [(p.path, pruned[p.path], p.calls) for p in pieces]
+    for piece in sized:
+        for number, (own, domain, _) in enumerate(piece.by_size):
+            earlier = [d for _, d, _ in piece.by_size[:number]]
+            mine = [c for c in piece.calls if _holds(domain, c[0]) and not any(_holds(d, c[0]) for d in earlier)]
+            out.append((piece.path, by_object[id(own)], mine))
+    return out
+
+
+def _holds(domain: Any, inputs: Sequence[Any]) -> bool:
+    return bool(domain.holds([tuple(t.shape) for t in inputs]))
+
+
+def _by_function(checks: Sequence[tuple[str, PrunedPiece, list[Any]]], names: dict[str, str]) -> dict[str, list[str]]:
     """Each function's name and the pieces that call it."""
     out: dict[str, list[str]] = {}
-    for piece in pieces:
-        out.setdefault(names[pruned[piece.path].key], []).append(piece.path)
+    for path, cut, _ in checks:
+        paths = out.setdefault(names[cut.key], [])
+        if path not in paths:
+            paths.append(path)
     return out
 
 

@@ -1,0 +1,256 @@
+"""A program's domain: the input sizes an exported program accepts, read from the program without running any of
+its code, evaluated on sizes, and written as ONNX nodes (:mod:`._onnx`).
+
+Note [domains]
+~~~~~~~~~~~~~~
+A program exported with hint dimensions (``Dim.DYNAMIC``, as each piece is exported alone) holds what its trace
+assumed of its inputs' sizes in three places: its inputs' shapes (a constant, a symbol, the same symbol at two
+places), the range of each symbol (whose lower bound torch checks only above 2: a hint's range starts at 2, and
+sizes 0 and 1 go through), and its guards (``program._guards_code``: Python text torch compiles into a
+check run at every call, ``((4 + (-1)*(L['tensors'][1].size()[1] % 4)) % 4) > 0`` for code that pads to chunks of
+4). Together they are the sizes on which the program computes what eager computes, and nothing else. A
+:class:`Domain` is their conjunction as small expression trees over the inputs' sizes (:class:`Size`), read with
+Python's own parser for the guards (never ``eval``: a guard is read node by node, and a form this module does not
+know refuses the whole program with :class:`DomainError`).
+
+Its value is the same in Python (:meth:`Domain.holds`) and in ONNX (:func:`._onnx.domain_nodes`): every condition
+is evaluated, a division or remainder by zero anywhere makes the domain refuse, integer division is floor
+division and a remainder takes the divisor's sign, as Python's. torch's own check stops at its first false guard,
+so on a guard that divides by a size that only a failing guard excludes, both refuse; the tests compare
+:meth:`Domain.holds` with the program's own check over a range of sizes.
+
+Imports: the standard library; torch on use (reading a program).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["Const", "Domain", "DomainError", "Op", "Size", "domain_of"]
+
+
+class DomainError(ValueError):
+    """A program's domain holds a form this module does not read (a stride, a float, an unknown function)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """Dimension ``dim`` of flat input ``input``."""
+
+    input: int
+    dim: int
+
+    def __str__(self) -> str:
+        return f"in{self.input}.size({self.dim})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Const:
+    value: int
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """An operation on integers or truth values: ``add sub mul floordiv mod neg max min`` (integers), ``eq ne lt
+    le gt ge`` (integers to a truth value), ``and or not`` (truth values)."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        if self.name in _INFIX:
+            return "(" + f" {_INFIX[self.name]} ".join(str(a) for a in self.args) + ")"
+        return f"{self.name}({', '.join(str(a) for a in self.args)})"
+
+
+Expr = Size | Const | Op
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq": "==", "ne": "!=", "lt": "<",
+          "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}  # fmt: skip
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+_BOOL = _COMPARE | {"and", "or", "not"}
+
+
+class _Zero(Exception):
+    """A division or remainder by zero: the domain refuses (Note [domains])."""
+
+
+def _value(e: Expr, shapes: Sequence[Sequence[int]]) -> int:
+    if isinstance(e, Size):
+        return int(shapes[e.input][e.dim])
+    if isinstance(e, Const):
+        return e.value
+    a = [_value(x, shapes) for x in e.args]
+    name = e.name
+    if name in ("floordiv", "mod"):
+        if a[1] == 0:
+            raise _Zero
+        return a[0] // a[1] if name == "floordiv" else a[0] % a[1]
+    return int(_OPS[name](*a))
+
+
+_OPS: dict[str, Any] = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a,
+    "max": max, "min": min, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+    "and": lambda *a: all(a), "or": lambda *a: any(a), "not": lambda a: not a,
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """The sizes a program accepts: every condition true (Note [domains])."""
+
+    conditions: tuple[Expr, ...]
+    n_inputs: int  # the program's flat inputs
+    free: tuple[Size, ...] = ()  # the sizes the program takes as symbols (exported as dynamic), first of each
+
+    def holds(self, shapes: Sequence[Sequence[int]]) -> bool:
+        """Whether inputs of these shapes (one per flat input) are in the domain."""
+        if len(shapes) != self.n_inputs:
+            return False
+        try:
+            values = [_value(c, shapes) for c in self.conditions]  # all of them, as ONNX computes them
+        except (_Zero, IndexError):
+            return False
+        return all(values)
+
+    def __str__(self) -> str:
+        return " and ".join(str(c) for c in self.conditions) or "any sizes"
+
+
+def domain_of(program: Any) -> Domain:
+    """The domain of an exported program whose inputs are one varargs ``tensors`` (a piece's flat call) or named
+    tensors; raises :class:`DomainError` on a form it does not read."""
+    placeholders = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    conditions: list[Expr] = []
+    bound: dict[Any, Expr] = {}  # a symbol -> the first size it names
+    for index, name in enumerate(placeholders):
+        value = nodes[name].meta.get("val")
+        if value is None or not hasattr(value, "shape"):
+            raise DomainError(f"input {name} of the program is not a tensor")
+        for dim, size in enumerate(value.shape):
+            conditions.extend(_size_condition(Size(index, dim), size, bound))
+    conditions.extend(_range_conditions(program.range_constraints, bound))
+    names = {name: i for i, name in enumerate(placeholders)}
+    for text in getattr(program, "_guards_code", None) or ():
+        conditions.append(_guard(text, names))
+    free = tuple(at for at in bound.values() if isinstance(at, Size))
+    return Domain(tuple(dict.fromkeys(conditions)), len(placeholders), free)
+
+
+def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Expr]:
+    if isinstance(size, int):
+        yield Op("eq", (at, Const(size)))
+        return
+    expr = size.node.expr
+    if expr.is_Integer:
+        yield Op("eq", (at, Const(int(expr))))
+    elif expr.is_Symbol:
+        if expr in bound:
+            yield Op("eq", (at, bound[expr]))
+        else:
+            bound[expr] = at
+    else:
+        yield Op("eq", (at, _from_sympy(expr, bound)))
+
+
+def _range_conditions(ranges: Any, bound: dict[Any, Expr]) -> Iterator[Expr]:
+    for symbol, value_range in ranges.items():
+        if symbol not in bound:  # a symbol of no input's shape (an unbacked size): nothing to check on inputs
+            continue
+        at = bound[symbol]
+        # as torch's check of a program's inputs: a lower bound of 2 (a hint's) lets 0 and 1 through
+        if value_range.lower.is_Integer and int(value_range.lower) > 2:  # not -int_oo
+            yield Op("ge", (at, Const(int(value_range.lower))))
+        if value_range.upper.is_Integer:  # not int_oo
+            yield Op("le", (at, Const(int(value_range.upper))))
+
+
+def _from_sympy(expr: Any, bound: dict[Any, Expr]) -> Expr:
+    """A shape's expression (``2*s0``, ``s0 + 1``) over symbols of earlier sizes."""
+    if expr.is_Integer:
+        return Const(int(expr))
+    if expr.is_Symbol:
+        if expr not in bound:
+            raise DomainError(f"the size {expr} names a symbol no earlier size does")
+        return bound[expr]
+    name = {"Add": "add", "Mul": "mul", "FloorDiv": "floordiv", "Mod": "mod", "PythonMod": "mod", "Max": "max", "Min": "min"}.get(type(expr).__name__)
+    if name is None:
+        raise DomainError(f"a size of the form {type(expr).__name__} ({expr})")
+    args = [_from_sympy(a, bound) for a in expr.args]
+    out = args[0]
+    for a in args[1:]:  # Add and Mul take any number of terms
+        out = Op(name, (out, a))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Guards: torch's Python text, read node by node
+
+
+def _guard(text: str, names: dict[str, int]) -> Expr:
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise DomainError(f"a guard that is not Python: {text[:80]!r}") from None
+    return _node(tree.body, names, text)
+
+
+_BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
+_CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+
+
+def _node(node: ast.AST, names: dict[str, int], text: str) -> Expr:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and abs(node.value) < 2**63:  # bool is an int
+        return Const(int(node.value))  # and ONNX computes in int64
+    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
+        return Op(_BIN[type(node.op)], (_node(node.left, names, text), _node(node.right, names, text)))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+        return Op("neg" if isinstance(node.op, ast.USub) else "not", (_node(node.operand, names, text),))
+    if isinstance(node, ast.BoolOp):
+        return Op("and" if isinstance(node.op, ast.And) else "or", tuple(_node(v, names, text) for v in node.values))
+    if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
+        sides = [_node(node.left, names, text), *(_node(c, names, text) for c in node.comparators)]
+        pairs = tuple(Op(_CMP[type(o)], (a, b)) for o, a, b in zip(node.ops, sides, sides[1:], strict=False))
+        return pairs[0] if len(pairs) == 1 else Op("and", pairs)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and len(node.args) == 2 and not node.keywords:
+        return Op(node.func.id, (_node(node.args[0], names, text), _node(node.args[1], names, text)))
+    if isinstance(node, ast.Subscript):
+        return _size(node, names, text)
+    raise DomainError(f"a guard of a form this reader does not know ({type(node).__name__}): {text[:120]!r}")
+
+
+def _size(node: ast.Subscript, names: dict[str, int], text: str) -> Size:
+    """``L['x'].size()[d]`` or ``L['tensors'][k].size()[d]``."""
+    call, dim = node.value, node.slice
+    if not (isinstance(dim, ast.Constant) and type(dim.value) is int and isinstance(call, ast.Call) and not call.args
+            and isinstance(call.func, ast.Attribute) and call.func.attr == "size"):  # fmt: skip
+        raise DomainError(f"a guard on something other than a size: {text[:120]!r}")
+    tensor = call.func.value
+    index: int | None = None
+    if isinstance(tensor, ast.Subscript) and isinstance(tensor.slice, ast.Constant) and type(tensor.slice.value) is int:
+        name, index = _local(tensor.value), tensor.slice.value
+        if name is not None and name not in names:  # varargs: L['tensors'][k] is flat input k
+            return Size(index, dim.value)
+    else:
+        name = _local(tensor)
+        if name is not None and name in names:
+            return Size(names[name], dim.value)
+    raise DomainError(f"a guard on an input this reader cannot place: {text[:120]!r}")
+
+
+def _local(node: ast.AST) -> str | None:
+    """The name in ``L['name']``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "L":
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return key.value
+    return None

@@ -1,0 +1,109 @@
+"""A :class:`~. Domain` as ONNX nodes: one boolean scalar, true where :meth:`~.Domain.holds` is (Note [domains]).
+
+Sizes are read with ``Shape(start=d, end=d+1)`` (an int64 tensor of one element), computed on with ONNX's integer
+operators, and compared; floor division is ``(a - a mod b) / b`` (``Mod`` with ``fmod=0`` takes the divisor's
+sign, as Python's ``%``, and the division is then exact, which ``Div``'s truncation computes right), a divisor of
+zero is replaced by one and makes the domain false, and the conditions are joined by ``And``.
+
+Imports: onnx, on use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from . import Const, Domain, Expr, Op, Size
+
+_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min", "eq": "Equal", "lt": "Less",
+           "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual", "and": "And", "or": "Or"}  # fmt: skip
+_TRUTH = {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"}
+
+
+class _Writer:
+    def __init__(self, inputs: Sequence[str], prefix: str) -> None:
+        self.inputs = inputs
+        self.prefix = prefix
+        self.nodes: list[Any] = []
+        self.done: dict[Expr, str] = {}  # a subexpression written once (guards repeat theirs many times)
+        self.nonzero: list[str] = []  # the divisors' "!= 0"
+
+    def fresh(self) -> str:
+        return f"{self.prefix}{len(self.nodes)}"
+
+    def node(self, op: str, inputs: list[str], **attributes: Any) -> str:
+        import onnx
+
+        out = self.fresh()
+        self.nodes.append(onnx.helper.make_node(op, inputs, [out], **attributes))
+        return out
+
+    def const(self, value: int | bool) -> str:
+        import onnx
+
+        kind = onnx.TensorProto.BOOL if isinstance(value, bool) else onnx.TensorProto.INT64
+        return self.node("Constant", [], value=onnx.helper.make_tensor(self.fresh() + "v", kind, [1], [value]))
+
+    def integer(self, e: Expr) -> str:
+        name = self.write(e)
+        return self.node("Cast", [name], to=7) if _truth(e) else name  # INT64
+
+    def truth(self, e: Expr) -> str:
+        name = self.write(e)
+        return name if _truth(e) else self.node("Not", [self.node("Equal", [name, self.const(0)])])
+
+    def write(self, e: Expr) -> str:
+        if e in self.done:
+            return self.done[e]
+        if isinstance(e, Size):
+            out = self.node("Shape", [self.inputs[e.input]], start=e.dim, end=e.dim + 1)
+        elif isinstance(e, Const):
+            out = self.const(e.value)
+        else:
+            out = self._op(e)
+        self.done[e] = out
+        return out
+
+    def _op(self, e: Op) -> str:
+        name = e.name
+        if name in ("and", "or"):
+            args = [self.truth(a) for a in e.args]
+            out = args[0]
+            for a in args[1:]:
+                out = self.node(_BINARY[name], [out, a])
+            return out
+        if name == "not":
+            return self.node("Not", [self.truth(e.args[0])])
+        args = [self.integer(a) for a in e.args]
+        if name == "neg":
+            return self.node("Neg", args)
+        if name == "ne":
+            return self.node("Not", [self.node("Equal", args)])
+        if name in ("floordiv", "mod"):
+            a, b = args
+            zero = self.node("Equal", [b, self.const(0)])
+            self.nonzero.append(self.node("Not", [zero]))
+            safe = self.node("Where", [zero, self.const(1), b])
+            remainder = self.node("Mod", [a, safe], fmod=0)
+            return remainder if name == "mod" else self.node("Div", [self.node("Sub", [a, remainder]), safe])
+        return self.node(_BINARY[name], args)
+
+
+def _truth(e: Expr) -> bool:
+    return isinstance(e, Op) and e.name in _TRUTH
+
+
+def domain_nodes(domain: Domain, inputs: Sequence[str], prefix: str) -> tuple[list[Any], str]:
+    """The nodes computing whether ``inputs`` (the names of the program's flat inputs, in order) are in
+    ``domain``, and the name of their boolean scalar; every name they make starts with ``prefix``."""
+    writer = _Writer(inputs, prefix)
+    terms = [writer.truth(c) for c in domain.conditions]
+    terms += writer.nonzero
+    out = terms[0] if terms else writer.const(True)
+    for t in terms[1:]:
+        out = writer.node("And", [out, t])
+    import onnx
+
+    empty = onnx.helper.make_tensor(prefix + "scalar", onnx.TensorProto.INT64, [0], [])
+    scalar = writer.node("Reshape", [out, writer.node("Constant", [], value=empty)])
+    return writer.nodes, scalar

@@ -1,0 +1,103 @@
+"""A program's domain (Note [domains]) against torch's own check of the program's guards and ranges, in Python
+and in onnxruntime, over every size of a grid: counted, not sampled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import _toy_models as toy  # noqa: E402
+from piece_by_piece_serialize.domains import DomainError, domain_of  # noqa: E402
+
+# the flat call of a piece as the export makes it: its weights, then its tensors, all one varargs
+SIZES = [(batch, seq) for batch in (1, 2, 3) for seq in range(1, 41)]
+
+
+class _Flat(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.piece = toy.PadToFour()
+
+    def forward(self, *tensors: Any) -> Any:
+        return (self.piece(tensors[1]) + tensors[0].sum(),)
+
+
+def _program(seq: int) -> Any:
+    args = (torch.randn(8), torch.randn(2, seq, 8))
+    hints = {"tensors": (None, {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC})}
+    return torch.export.export(_Flat(), args, dynamic_shapes=hints, strict=False)
+
+
+def _torch_accepts(runnable: Any, batch: int, seq: int) -> bool:
+    try:
+        runnable(torch.randn(8), torch.randn(batch, seq, 8))
+    except AssertionError:  # "Guard failed: ..." from the program's _guards_fn
+        return False
+    except RuntimeError as exc:  # a size out of a symbol's range, or two sizes of one symbol that differ
+        assert "Expected input" in str(exc) or "to be" in str(exc), exc
+        return False
+    return True
+
+
+@pytest.mark.parametrize("seq", [3, 5, 16, 4])
+def test_a_domain_holds_exactly_where_torch_runs_the_program(seq: int) -> None:
+    program = _program(seq)
+    domain = domain_of(program)
+    runnable = program.module()
+    ours = [domain.holds([(8,), (b, s, 8)]) for b, s in SIZES]
+    theirs = [_torch_accepts(runnable, b, s) for b, s in SIZES]
+    assert ours == theirs
+    # the program's own example is in its domain, and the domain is not everything
+    assert domain.holds([(8,), (2, seq, 8)]) and 0 < sum(ours) < len(SIZES)
+    # every guard of the program is read (they come in as conditions), beside the shapes' and ranges'
+    assert len(domain.conditions) > len(set(program._guards_code)) // 2
+
+
+def test_the_same_domain_in_onnxruntime() -> None:
+    onnx = pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    import numpy
+
+    from piece_by_piece_serialize.domains._onnx import domain_nodes
+
+    agree = 0
+    for seq in (3, 5, 16, 4):
+        domain = domain_of(_program(seq))
+        nodes, out = domain_nodes(domain, ["w", "x"], "d_")
+        inputs = [onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, ["n"]),
+                  onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", "s", "h"])]  # fmt: skip
+        graph = onnx.helper.make_graph(nodes, "domain", inputs, [onnx.helper.make_tensor_value_info(out, onnx.TensorProto.BOOL, [])])
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+        onnx.checker.check_model(model, full_check=True)
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        for b, s in SIZES:
+            got = session.run(None, {"w": numpy.zeros(8, numpy.float32), "x": numpy.zeros((b, s, 8), numpy.float32)})[0]
+            assert bool(got) == domain.holds([(8,), (b, s, 8)]), (seq, b, s)
+            agree += 1
+    assert agree == 4 * len(SIZES) == 480
+
+
+def test_python_floor_division_and_remainder_by_zero_refuse() -> None:
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    size = Size(0, 0)
+    # (-7) // 2 == -4 and (-7) % 2 == 1 in Python; a divisor of zero refuses, as it does in ONNX
+    floor = Domain((Op("eq", (Op("floordiv", (Op("neg", (size,)), Const(2))), Const(-4))),), 1)
+    mod = Domain((Op("eq", (Op("mod", (Op("neg", (size,)), Const(2))), Const(1))),), 1)
+    by_zero = Domain((Op("ge", (Op("mod", (Const(5), Op("sub", (size, Const(7))))), Const(0))),), 1)
+    assert floor.holds([(7,)]) and mod.holds([(7,)])
+    assert by_zero.holds([(8,)]) and not by_zero.holds([(7,)])
+    assert not floor.holds([(7,), (1,)])  # not the program's number of inputs
+
+
+def test_a_guard_this_reader_does_not_know_is_refused_by_name() -> None:
+    program = _program(5)
+    program._guards_code = [*program._guards_code, "L['tensors'][1].stride()[0] == 8"]
+    with pytest.raises(DomainError, match="other than a size"):
+        domain_of(program)
+    program._guards_code = ["__import__('os').system('true')"]
+    with pytest.raises(DomainError, match="does not know"):
+        domain_of(program)

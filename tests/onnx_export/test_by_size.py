@@ -1,0 +1,89 @@
+"""A piece with programs by size (Note [programs by size], Note [pieces by size]) through to_onnx: a toy that pads
+its sequence to chunks of 4 only when it is not a multiple of 4, cut for that guard, exported per domain of sizes;
+onnxruntime against eager over a grid of sizes the export did not see, and its refusal, by name, of the sizes no
+program's domain holds for."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+import _toy_models as toy  # noqa: E402
+from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+
+NAMED = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
+
+
+def test_a_piece_by_size_runs_in_onnxruntime_where_a_domain_holds_and_is_refused_by_name_elsewhere(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = toy.Chunked().eval()
+    result = export_piece_by_piece(model, (torch.randn(2, 3, 8),), dynamic_shapes=NAMED)
+    piece = result.pieces["chunks"]
+    assert piece.program is None and piece.passed
+    # from the examples' calls (3 and 5 tokens) and the points of the declared ranges (batch 1, seq 1, seq 16)
+    assert piece.by_size == "4 programs by size (from calls at 2x3x8; 4x5x8; 2x1x8; 2x16x8)"
+    assert "4 programs by size" in str(result.report)
+    path = tmp_path / "chunked.onnx"
+    written = result.to_onnx(path)
+    assert written.piece_diffs["chunks"] < 1e-6 and written.model_diff < 1e-6
+    assert sorted(written.functions) == [f"chunks__size{i}" for i in range(4)]
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    equal, refused = [], []
+    for batch in (1, 2, 3):
+        for seq in range(1, 25):
+            x = torch.randn(batch, seq, 8)
+            try:
+                (got,) = session.run(None, {"x": x.numpy()})
+            except Exception as exc:  # onnxruntime's error names the node that refuses
+                assert "refused: chunks has no program for these input sizes (it has 4 by size" in str(exc)
+                refused.append((batch, seq))
+                continue
+            with torch.no_grad():
+                torch.testing.assert_close(torch.from_numpy(got), model(x), rtol=1e-5, atol=1e-5)
+            equal.append((batch, seq))
+    # 4 tokens is the one size no domain holds for: one chunk without padding, never seen
+    assert refused == [(1, 4), (2, 4), (3, 4)] and len(equal) == 69
+
+
+class _Twice(torch.nn.Module):
+    """Two identical pieces that pad to chunks of 4, one after the other."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.first = toy.PadToFour()
+        self.second = toy.PadToFour()
+
+    def forward(self, x: object) -> object:
+        return self.second(self.first(self.lin(x)) * 0.5)
+
+
+def test_identical_pieces_by_size_share_their_programs_and_one_function(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    torch.manual_seed(0)
+    model = _Twice().eval()
+    with caplog.at_level(logging.INFO, logger="piece_by_piece_serialize.export"):
+        result = export_piece_by_piece(model, (torch.randn(2, 3, 8),), dynamic_shapes=NAMED)
+    assert result.report.behind_operators == ["first", "second"]
+    assert "piece second: the programs by size of first" in caplog.text  # checked on its calls, not exported again
+    assert result.pieces["first"].by_size == result.pieces["second"].by_size
+    written = result.to_onnx(tmp_path / "twice.onnx")
+    # one function per program, each called for both pieces; one function by size for both
+    assert all(paths == ["first", "second"] for paths in written.functions.values()) and len(written.functions) == 4
+    import onnx
+
+    by_size = [f.name for f in onnx.load(str(tmp_path / "twice.onnx"), load_external_data=False).functions if f.name.endswith("__by_size")]
+    assert by_size == ["first__by_size"]
+    session = onnxruntime.InferenceSession(str(tmp_path / "twice.onnx"), providers=["CPUExecutionProvider"])
+    for batch, seq in ((1, 2), (2, 7), (3, 12), (2, 21)):
+        x = torch.randn(batch, seq, 8)
+        (got,) = session.run(None, {"x": x.numpy()})
+        with torch.no_grad():
+            torch.testing.assert_close(torch.from_numpy(got), model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match=r"refused: first \(or one of 1 pieces identical to it\) has no program for these input sizes"):
+        session.run(None, {"x": torch.randn(2, 4, 8).numpy()})
