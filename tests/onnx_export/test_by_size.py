@@ -71,6 +71,8 @@ def test_identical_pieces_by_size_share_their_programs_and_one_function(tmp_path
         result = export_piece_by_piece(model, (torch.randn(2, 3, 8),), dynamic_shapes=NAMED)
     assert result.report.behind_operators == ["first", "second"]
     assert "piece second: the programs by size of first" in caplog.text  # checked on its calls, not exported again
+    # at the points of the declared ranges, first gets programs for the sizes none holds for, and second takes them
+    assert "piece first: a program by size for seq=16" in caplog.text and "piece second: a program by size for" not in caplog.text
     assert result.pieces["first"].by_size == result.pieces["second"].by_size
     written = result.to_onnx(tmp_path / "twice.onnx")
     # one function per program, each called for both pieces; one function by size for both

@@ -250,6 +250,9 @@ class RangeChecks:
     def _add_by_size(self, example: Example, where: str, paths: list[str]) -> None:
         """A program by size for each of ``paths`` from its call at ``where``, which no domain of its holds for."""
         recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
+        # pieces whose programs by size start with one program are identical (Note [shared programs]): the program
+        # one of them gets here serves the others, each checked on its own call, as their first one does
+        made: dict[int, tuple[Any, Any, str]] = {}
         for path in paths:
             by_size, calls = self.by_size.get(path), recording.calls.get(path, [])[:1]
             if by_size is None or not calls:
@@ -259,10 +262,16 @@ class RangeChecks:
             if described[0].key != by_size.key:
                 continue
             want = flat_result(path, calls[0], described[0].call)
+            twin = made.get(id(by_size.programs[0][0]))
+            if (twin is not None and twin[1].holds(shapes_of(wrapper._pbp_op.weights_of(), described[0].tensors))
+                    and judge(twin[0], wrapper._pbp_original, path, by_size.names, described[0].tensors, want, self.verdict, where) is None):  # fmt: skip
+                by_size.programs.append(twin)
+                continue
             error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.verdict, where)
             if error is not None:
                 self._drop_by_size(path, error)
             else:
+                made.setdefault(id(by_size.programs[0][0]), by_size.programs[-1])
                 _log.info("piece %s: a program by size for %s", path, where)
 
     def _drop_by_size(self, path: str, why: str) -> None:
