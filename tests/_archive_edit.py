@@ -19,6 +19,7 @@ def redigest(members: dict[str, bytes]) -> None:
         entries = [manifest, *manifest["operators"]]
     except (KeyError, TypeError, ValueError):
         return
+    entries += [e for op in manifest["operators"] if isinstance(op, dict) for e in op.get("by_size", []) if isinstance(e, dict)]
     for entry in entries:
         document = members.get(f"models/{entry.get('program')}.json") if isinstance(entry, dict) else None
         if document is not None and isinstance(entry.get("program_digest"), str):

@@ -145,7 +145,7 @@ ALLOWED = {
     "serialize": {"errors", "schema", "treespec_name", "type_info", "_optional"},
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
-    "artifact": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "custom_op"},
+    "artifact": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "domains", "custom_op"},
     "onnx_export": {"serialize", "custom_op", "domains"},
     "export": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "domains", "custom_op", "artifact", "onnx_export"},
     "cli": {"_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "sym_expr", "domains", "serialize", "custom_op", "artifact", "onnx_export", "export", ""},

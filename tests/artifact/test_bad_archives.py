@@ -121,6 +121,36 @@ def test_a_manifest_that_disagrees_with_the_programs(good: Path, tmp_path: Path)
         load_piece_by_piece(path)
 
 
+def test_programs_by_size_in_the_manifest_are_checked(good: Path, tmp_path: Path) -> None:
+    """An operator's programs by size (Note [programs by size]): 1 to 64 of them, each a program of the archive with
+    its digest, only for an operator without a program of its own, with the key of one of its call structures."""
+
+    def sized(m: Any) -> None:  # its own program moved to its programs by size: a legit archive
+        op = m["operators"][0]
+        op["by_size"] = [{"program": op["program"], "program_digest": op["program_digest"]}]
+        op["program"] = op["program_digest"] = None
+
+    loaded = load_piece_by_piece(_rewrite(good, tmp_path / "sized.pt2", "extra/pbp_manifest.json", _json(sized)))
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        got = loaded(x)
+    loaded.close()
+    control = load_piece_by_piece(good)
+    with torch.no_grad():
+        assert torch.equal(got, control(x))
+    control.close()
+    cases = {
+        "both": (lambda op: op.update(by_size=[{"program": op["program"], "program_digest": op["program_digest"]}]), r"only of an operator without a program of its own"),
+        "empty": (lambda op: op.update(by_size=[], program=None, program_digest=None), r"programs by size are 1 to 64"),
+        "extra key": (lambda op: op.update(by_size=[{"program": op["program"], "program_digest": op["program_digest"], "x": 1}], program=None, program_digest=None), r"by_size\[0\]: expected the keys"),
+        "bad digest": (lambda op: op.update(by_size=[{"program": op["program"], "program_digest": "0" * 64}], program=None, program_digest=None), r"is not the program the operator m0 \(0\) was saved with"),
+    }
+    for name, (change, message) in cases.items():
+        path = _rewrite(good, tmp_path / f"{name}.pt2", "extra/pbp_manifest.json", _json(lambda m, change=change: change(m["operators"][0])))
+        with pytest.raises(ArtifactError, match=message):
+            load_piece_by_piece(path)
+
+
 def _marker(tmp_path: Path) -> tuple[Path, str]:
     marker = tmp_path / "ran"
     return marker, f"__import__('pathlib').Path({str(marker)!r}).touch()"

@@ -31,6 +31,7 @@ import_torch("load_piece_by_piece")  # the install line when torch is missing, b
 
 import torch
 
+from ..domains import DomainError
 from ._archive import Archive
 from ._checkpoint import CheckpointError
 from ._errors import ArtifactError
@@ -83,7 +84,7 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
         manifest = archive.manifest()
         by_class, by_path = resolve(implementations, source)
         for op in manifest.operators:
-            if op.program is None and op.piece not in by_path and op.cls not in by_class:
+            if op.program is None and not op.by_size and op.piece not in by_path and op.cls not in by_class:
                 raise ArtifactError(
                     source,
                     f"the piece {op.piece} ({op.cls}) is stored without a program of its own (its export failed): pass "
@@ -94,11 +95,14 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
         # (Note [safe loading]): the top program's calls are renamed to it as it is read
         rename = (manifest.namespace, archive.namespace())
         manifest = dataclasses.replace(manifest, namespace=rename[1])
-        pieces = {name: archive.program(name) for name in sorted({o.program for o in manifest.operators if o.program})}
+        named = {o.program for o in manifest.operators if o.program} | {n for o in manifest.operators for n, _ in o.by_size}
+        pieces = {name: archive.program(name) for name in sorted(named)}
         archive.check_digest(manifest.program, manifest.digest, "the model")  # read by _check_calls
         for op in manifest.operators:
             if op.program is not None:
                 archive.check_digest(op.program, op.digest, f"the operator {op.name} ({op.piece})")
+            for name, digest in op.by_size:
+                archive.check_digest(name, digest, f"the operator {op.name} ({op.piece})")
         operators: list[LoadedOperator] = []
         try:  # all or nothing: whatever fails below, no operator stays registered
             operators = _register(manifest, pieces, source)
@@ -106,8 +110,10 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
             weights = _check_top(top, manifest, source)
             _check_pieces(pieces, manifest, weights, source)
             for loaded in operators:
-                if loaded.record.program is None:
-                    loaded.implementation = _implementation(loaded.record, weights[loaded.record.name], by_class, by_path, source)
+                record = loaded.record
+                # a piece by size runs its module only at sizes no domain holds for, if it is given
+                if record.program is None and (not record.by_size or record.piece in by_path or record.cls in by_class):
+                    loaded.implementation = _implementation(record, weights[record.name], by_class, by_path, source)
             try:
                 return LoadedPieceByPiece(top, manifest, operators)
             except (Exception, RecursionError) as exc:  # FX compiling the program's code: reported as ours
@@ -129,7 +135,10 @@ def _register(manifest: Manifest, pieces: dict[str, Any], source: str) -> list[L
     try:
         for op in manifest.operators:
             try:
-                operators.append(LoadedOperator(manifest.namespace, op, pieces.get(op.program) if op.program else None, None))
+                sized = [pieces[n] for n, _ in op.by_size]
+                operators.append(LoadedOperator(manifest.namespace, op, pieces.get(op.program) if op.program else None, None, sized))
+            except DomainError as exc:
+                raise ArtifactError(source, f"a program by size of {op.piece} has a domain this library does not read: {exc}") from None
             except (Exception, RecursionError) as exc:  # FX compiling the piece's program: reported as ours
                 raise ArtifactError(source, f"the program {op.program} of {op.piece} cannot be made runnable: {type(exc).__name__}: {exc}") from None
     except BaseException:
@@ -201,31 +210,34 @@ def _check_pieces(pieces: dict[str, Any], manifest: Manifest, weights: dict[str,
     """Each piece's program takes its operator's weights as they are (dtype, shape, strides) and as many tensors
     as its call passes, and returns the outputs its call records (their count, dtypes and devices)."""
     for op in manifest.operators:
-        if op.program is None:
-            continue
-        record = next(c for c in op.calls if c.key == op.program_key)
-        program = pieces[op.program]
-        signature = program.graph_signature
-        want_in, want_out = len(op.weights) + record.n_tensors, record.n_out_tensors
-        if len(signature.user_inputs) != want_in or len(signature.user_outputs) != want_out:
+        for name in [op.program] if op.program is not None else [n for n, _ in op.by_size]:
+            _check_piece(op, name, pieces[name], weights[op.name], source)
+
+
+def _check_piece(op: OperatorRecord, name: str, program: Any, weights: list[Any], source: str) -> None:
+    """:func:`_check_pieces` of one program of ``op``, ``name`` in the archive."""
+    record = next(c for c in op.calls if c.key == op.program_key)
+    signature = program.graph_signature
+    want_in, want_out = len(op.weights) + record.n_tensors, record.n_out_tensors
+    if len(signature.user_inputs) != want_in or len(signature.user_outputs) != want_out:
+        raise ArtifactError(
+            source,
+            f"the program {name} of {op.piece} takes {len(signature.user_inputs)} tensors and returns "
+            f"{len(signature.user_outputs)} where its operator passes {want_in} and expects {want_out}",
+        )
+    values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op in ("placeholder", "output")}
+    for input_name, weight in zip(signature.user_inputs, weights, strict=False):
+        val = values.get(input_name)
+        if not isinstance(val, torch.Tensor) or val.dtype != weight.dtype or tuple(val.shape) != tuple(weight.shape) or val.stride() != weight.stride():
             raise ArtifactError(
                 source,
-                f"the program {op.program} of {op.piece} takes {len(signature.user_inputs)} tensors and returns "
-                f"{len(signature.user_outputs)} where its operator passes {want_in} and expects {want_out}",
+                f"the program {name} of {op.piece} takes its input {input_name} as {_described(val)} where the weight "
+                f"its operator passes is {_described(weight)}",
             )
-        values = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op in ("placeholder", "output")}
-        for name, weight in zip(signature.user_inputs, weights[op.name], strict=False):
-            val = values.get(name)
-            if not isinstance(val, torch.Tensor) or val.dtype != weight.dtype or tuple(val.shape) != tuple(weight.shape) or val.stride() != weight.stride():
-                raise ArtifactError(
-                    source,
-                    f"the program {op.program} of {op.piece} takes its input {name} as {_described(val)} where the weight "
-                    f"its operator passes is {_described(weight)}",
-                )
-        outputs = next(n for n in program.graph.nodes if n.op == "output").args[0]
-        got = [(str(o.meta["val"].dtype).removeprefix("torch."), str(o.meta["val"].device)) for o in outputs if hasattr(o, "meta") and isinstance(o.meta.get("val"), torch.Tensor)]
-        if got != list(zip(record.out_dtypes, record.out_devices, strict=True)):
-            raise ArtifactError(source, f"the program {op.program} of {op.piece} returns {got} where its operator's call records {list(zip(record.out_dtypes, record.out_devices, strict=True))}")
+    outputs = next(n for n in program.graph.nodes if n.op == "output").args[0]
+    got = [(str(o.meta["val"].dtype).removeprefix("torch."), str(o.meta["val"].device)) for o in outputs if hasattr(o, "meta") and isinstance(o.meta.get("val"), torch.Tensor)]
+    if got != list(zip(record.out_dtypes, record.out_devices, strict=True)):
+        raise ArtifactError(source, f"the program {name} of {op.piece} returns {got} where its operator's call records {list(zip(record.out_dtypes, record.out_devices, strict=True))}")
 
 
 def _described(value: Any) -> str:

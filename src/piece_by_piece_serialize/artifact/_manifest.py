@@ -5,9 +5,10 @@ Note [manifest]
 One JSON document beside the programs of the archive. It names the operators' namespace, the model's class,
 the top program and its call structure (Note [call keys] in :mod:`..custom_op`), and per operator: its name,
 the piece it stands for (dotted path and class), the names of the weights it takes, the program that computes
-it (None for a piece that could not be exported), every call structure it was called with, with the output
-structure, dtypes, devices and learned shape rules (Note [learned shapes]), and for a piece without program
-the state its class needs to be rebuilt (:class:`ModuleState`). Scalars keep their type: a float is written
+it (None for a piece that could not be exported) or, in ``by_size`` (written only when there are some), its
+programs by size (Note [programs by size] in :mod:`..export._by_size`), every call structure it was called with,
+with the output structure, dtypes, devices and learned shape rules (Note [learned shapes]), and for a piece
+without program the state its class needs to be rebuilt (:class:`ModuleState`). Scalars keep their type: a float is written
 ``{"float": "1e-05"}`` (its ``repr``, so infinities and NaN survive), a tuple ``{"tuple": [...]}``.
 
 :func:`read_manifest` is the only way in: it accepts exactly what :func:`write_manifest` writes, checks every
@@ -37,6 +38,8 @@ FORMAT = "piece-by-piece-serialize artifact"
 VERSION = 2
 MANIFEST_FILE = "pbp_manifest.json"
 
+# The most programs by size an operator may have (export/_by_size.py makes at most 8).
+MAX_BY_SIZE = 64
 # The largest manifest read (bytes): far above any real model's, and a bound on what a hostile file can cost.
 MAX_MANIFEST_BYTES = 64 * 2**20
 
@@ -105,6 +108,9 @@ class OperatorRecord:
     calls: tuple[CallRecord, ...]
     state: ModuleState | None
     digest: str | None = None  # the SHA-256 of its program's document (Note [program digests])
+    # without a program of its own, its programs by size (Note [programs by size] in ..export._by_size): each
+    # program's name and digest, the first whose domain holds computing a call of ``program_key``
+    by_size: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,7 @@ def write_manifest(m: Manifest) -> str:
             {"name": o.name, "piece": o.piece, "class": o.cls, "weights": list(o.weights), "program": o.program,
              "program_digest": o.digest, "program_key": o.program_key, "calls": [_call(c) for c in o.calls],
              "state": None if o.state is None else _state(o.state)}
+            | ({"by_size": [{"program": n, "program_digest": d} for n, d in o.by_size]} if o.by_size else {})
             for o in m.operators
         ],
     }  # fmt: skip
@@ -459,23 +466,32 @@ def _read_state(r: _Reader, data: Any, path: str, depth: int = 0) -> ModuleState
 
 
 def _read_operator(r: _Reader, data: Any, path: str) -> OperatorRecord:
-    d = r.obj(data, path, ("name", "piece", "class", "weights", "program", "program_digest", "program_key", "calls", "state"))
+    keys = ("name", "piece", "class", "weights", "program", "program_digest", "program_key", "calls", "state")
+    d = r.obj(data, path, (*keys, "by_size") if isinstance(data, dict) and "by_size" in data else keys)
     program = None if d["program"] is None else _identifier(r, d["program"], f"{path}.program")
     digest = None if d["program_digest"] is None else _digest(r, d["program_digest"], f"{path}.program_digest")
     if (program is None) != (digest is None):
         raise r.fail(f"{path}.program_digest", "a program needs its digest, and only a program has one")
+    by_size = tuple(_read_by_size(r, e, f"{path}.by_size[{i}]") for i, e in enumerate(r.seq(d.get("by_size", []), f"{path}.by_size")))
+    if "by_size" in d and (not by_size or program is not None or len(by_size) > MAX_BY_SIZE):
+        raise r.fail(f"{path}.by_size", f"programs by size are 1 to {MAX_BY_SIZE}, only of an operator without a program of its own")
     calls = tuple(_read_call(r, c, f"{path}.calls[{i}]") for i, c in enumerate(r.seq(d["calls"], f"{path}.calls")))
     if len({c.key for c in calls}) != len(calls):
         raise r.fail(f"{path}.calls", "two call structures with the same key")
     program_key = None if d["program_key"] is None else r.string(d["program_key"], f"{path}.program_key")
-    if (program is None) != (program_key is None) or (program_key is not None and program_key not in {c.key for c in calls}):
-        raise r.fail(f"{path}.program_key", "a program needs the key of one of the operator's call structures, and only a program has one")
+    if (program is None and not by_size) != (program_key is None) or (program_key is not None and program_key not in {c.key for c in calls}):
+        raise r.fail(f"{path}.program_key", "a program (or programs by size) needs the key of one of the operator's call structures, and only a program has one")
     state = None if d["state"] is None else _read_state(r, d["state"], f"{path}.state")
     weights = tuple(_dotted_name(r, w, f"{path}.weights[{i}]") for i, w in enumerate(r.seq(d["weights"], f"{path}.weights")))
     return OperatorRecord(
         _identifier(r, d["name"], f"{path}.name"), _dotted_name(r, d["piece"], f"{path}.piece"),
-        _class_name(r, d["class"], f"{path}.class"), weights, program, program_key, calls, state, digest,
+        _class_name(r, d["class"], f"{path}.class"), weights, program, program_key, calls, state, digest, by_size,
     )  # fmt: skip
+
+
+def _read_by_size(r: _Reader, data: Any, path: str) -> tuple[str, str]:
+    d = r.obj(data, path, ("program", "program_digest"))
+    return _identifier(r, d["program"], f"{path}.program"), _digest(r, d["program_digest"], f"{path}.program_digest")
 
 
 def _dotted_name(r: _Reader, data: Any, path: str) -> str:

@@ -5,19 +5,25 @@ Tensor[]`` (Note [weights as inputs] in :mod:`..custom_op`). Its kernel runs the
 on the weights and tensors, and its fake implementation runs the same program under fake tensors, so output
 shapes are exact. A piece without program runs the implementation the user gave (Note [implementations]) on
 the call rebuilt from its structure, and its fake implementation evaluates the shape rules the export learned
-(Note [learned shapes]), with the dtypes and devices recorded.
+(Note [learned shapes]), with the dtypes and devices recorded. A piece with programs by size (Note [programs by
+size] in :mod:`..export._by_size`) runs the first whose domain holds for its inputs' sizes (Note [domains] in
+:mod:`..domains`: read from the program as checked, never run), or, at sizes no domain holds for, the
+implementation if one was given, and refuses them by name otherwise; its fake implementation evaluates the
+shape rules, since fake sizes choose no domain.
 
-Imports: :mod:`..custom_op` (the call structure, the shape rules), :mod:`._manifest`; torch.
+Imports: :mod:`..custom_op` (the call structure, the shape rules), :mod:`..domains`, :mod:`._manifest`; torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..custom_op._calls import Call, caches_after, flat_outputs, rebuild_arguments
 from ..custom_op._shapes import evaluate
+from ..domains import domain_of
 from ._manifest import CallRecord, OperatorRecord
 
 SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
@@ -42,11 +48,12 @@ def dtype_named(name: str) -> torch.dtype | None:
 class LoadedOperator:
     """One operator of a loaded artifact (see the module docstring)."""
 
-    def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any) -> None:
+    def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any, by_size: Sequence[Any] = ()) -> None:
         self.qualname = f"{namespace}::{record.name}"
         self.record = record
         self.calls = {c.key: (c, call_of(c, self.qualname)) for c in record.calls}
         self.runner = None if program is None else program.module()
+        self.by_size = [(domain_of(p), p.module()) for p in by_size]
         self.implementation = implementation
         self.lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
         self.lib.define(f"{record.name}{SCHEMA}")  # type: ignore[no-untyped-call]
@@ -66,6 +73,18 @@ class LoadedOperator:
         record, call = self._lookup(key)
         if self.runner is not None and key == self.record.program_key:
             return list(self.runner(*weights, *tensors))
+        if self.by_size and key == self.record.program_key:
+            shapes = [tuple(t.shape) for t in (*weights, *tensors)]
+            runner = next((r for domain, r in self.by_size if domain.holds(shapes)), None)
+            if runner is not None:
+                return list(runner(*weights, *tensors))
+            if self.implementation is None:
+                sizes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
+                raise ValueError(
+                    f"{self.qualname}: {self.record.piece} has no program for these input sizes ({sizes}): none of its "
+                    f"{len(self.by_size)} programs by size was exported for them; pass its class or an instance in "
+                    "implementations= to run its module there"
+                )
         if self.implementation is None:
             raise ValueError(f"{self.qualname}: the program of {self.record.piece} computes another call structure than {key}")
         args, kwargs = rebuild_arguments(call, tensors)

@@ -3,8 +3,9 @@
 The archive is in torch's PT2 layout (``torch.export.pt2_archive``), written with torch's writer: ``models/model`` is the
 top program, whose operators take the pieces' weights as inputs (Note [weights as inputs] in
 :mod:`..custom_op`), so its weights are all the model's, stored once; ``models/piece_<n>`` are the pieces'
-own programs, which take their weights as inputs too and so hold none: pieces whose programs serialize to the
-same bytes (identical layers) share one. ``extra/pbp_manifest.json`` is the manifest (Note [manifest]), which
+own programs and their programs by size (Note [programs by size] in :mod:`..export._by_size`), which take their
+weights as inputs too and so hold none: pieces whose programs serialize to the same bytes (identical layers)
+share one. ``extra/pbp_manifest.json`` is the manifest (Note [manifest]), which
 holds each program document's digest: a document is serialized once, and those bytes are both digested and
 written (Note [program digests] in :mod:`._archive`).
 
@@ -39,7 +40,8 @@ class SavedPiece:
     weights: tuple[str, ...]
     calls: dict[str, Call]
     program: Any  # its own exported program, weights as inputs, or None
-    program_key: str | None
+    program_key: str | None  # the call structure its program, or its programs by size, compute
+    by_size: tuple[Any, ...] = ()  # without a program of its own, its programs by size (Note [programs by size])
 
 
 def record_of(call: Call, qualname: str) -> CallRecord:
@@ -91,26 +93,37 @@ def write_artifact(path: str, *, program: Any, call: Call, namespace: str, model
     by_digest: dict[str, str] = {}  # pieces whose programs serialize to the same bytes share one
     by_object: dict[int, str] = {}  # identical pieces share one program object (Note [shared programs]): serialized once
     operators = []
+
+    def named(own: Any) -> str:
+        """The archive's name of a piece's program, written once per object and once per document."""
+        name = by_object.get(id(own))
+        if name is None:
+            document = _document(own)
+            digest = hashlib.sha256(document).hexdigest()
+            name = by_object[id(own)] = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
+            if name not in programs:
+                documents[name], digests[name], programs[name] = document, digest, _without_examples(own)
+        return name
+
     for piece in pieces:
         calls = tuple(record_of(c, piece.qualname) for c in piece.calls.values() if c.out_kinds is not None)
-        name = None
-        if piece.program is not None and piece.program_key in {c.key for c in calls}:
-            name = by_object.get(id(piece.program))
-            if name is None:
-                document = _document(piece.program)
-                digest = hashlib.sha256(document).hexdigest()
-                name = by_object[id(piece.program)] = by_digest.setdefault(digest, f"piece_{len(by_digest)}")
-                if name not in programs:
-                    documents[name], digests[name], programs[name] = document, digest, _without_examples(piece.program)
+        computed = piece.program_key in {c.key for c in calls}
+        name = named(piece.program) if piece.program is not None and computed else None
+        sized = tuple(named(own) for own in piece.by_size) if name is None and computed else ()
+        # a piece by size keeps its state too: a size no domain holds for runs its module, rebuilt or given
         state = None if name is not None else capture(piece.module)
-        key = piece.program_key if name is not None else None
-        operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state))
+        key = piece.program_key if name is not None or sized else None
+        operators.append(OperatorRecord(piece.qualname.partition("::")[2], piece.path, qualified(type(piece.module)), piece.weights, name, key, calls, state,
+                                        by_size=tuple((n, "") for n in sized)))  # fmt: skip
     written = {k: on_cpu(v) for k, v in programs.items()} if streamed else programs
     # the documents written are those of the programs moved to the CPU when streamed: digested again
     for name in written if streamed else ["model"]:
         documents[name] = _document(written[name])
         digests[name] = hashlib.sha256(documents[name]).hexdigest()
-    operators = [dataclasses.replace(o, digest=None if o.program is None else digests[o.program]) for o in operators]
+    operators = [
+        dataclasses.replace(o, digest=None if o.program is None else digests[o.program], by_size=tuple((n, digests[n]) for n, _ in o.by_size))
+        for o in operators
+    ]
     top = record_of(call, "the model")
     manifest = Manifest(namespace, qualified(model_class), "model", top, tuple(operators), torch.__version__, digests["model"])
     if streamed:

@@ -14,9 +14,10 @@ them as any own program is; the first call it does not hold for is exported next
 :data:`MOST` programs. At the points of the declared ranges (:mod:`._ranges`) the piece's call there goes to
 the program whose domain holds for it, and is checked on it, or, when none does, gets a program of its own. A
 call is always computed by the first program whose domain holds for it; one no domain holds for is refused,
-by name, where the programs run (the ONNX function of the piece: Note [pieces by size] in
-:mod:`..onnx_export`). The archive does not carry these programs yet: it runs the piece as a piece without a
-program of its own.
+by name, where the programs run: the ONNX function of the piece (Note [pieces by size] in :mod:`..onnx_export`)
+and the loaded archive's operator (:mod:`..artifact._ops`), which runs the piece's module there instead when the
+user gives its class or an instance in ``implementations=``. Inside the export the piece runs its module, as
+every piece behind an operator does.
 
 Imports: :mod:`..domains` and the modules of this package below :mod:`._job`; torch.
 """

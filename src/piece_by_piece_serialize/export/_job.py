@@ -388,7 +388,10 @@ class Job(RangeChecks):
             program, _, _, _, key = own.get(path, (None, None, None, None, None))
             # a structure cut to the layers it touches is saved as its cut twin, which is what the programs call
             calls = {k: c for k, c in op.calls.items() if c.sliced is None}
-            out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), calls, program, key))
+            by_size = self.by_size.get(path) if program is None else None
+            sized = () if by_size is None else tuple(p for p, _, _ in by_size.programs)
+            key = by_size.key if by_size is not None else key
+            out.append(SavedPiece(path, op.qualname, wrapper._pbp_original, op.weight_names or (), calls, program, key, sized))
         return out
 
     def piece_calls(self) -> dict[str, list[tuple[list[Any], list[Any]]]]:

@@ -77,7 +77,7 @@ class Piece:
     # why the checks ran and this piece's did not ("no call of it was recorded"): never a difference of 0 on nothing
     not_checked: str | None = None
     # for a piece without a program of its own for a guard on its sizes: its programs by size, or why it has none
-    # (Note [programs by size] in ._by_size); ONNX writes them, the archive does not carry them yet
+    # (Note [programs by size] in ._by_size), which ONNX and the archive carry
     by_size: str | None = None
 
     @property
