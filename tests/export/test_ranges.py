@@ -296,17 +296,21 @@ def test_a_program_refusing_one_below_a_hints_range_is_no_failure_and_the_report
     )
 
 
-def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module(tmp_path: Any) -> None:
-    """Note [guards on a hint]: the same model and examples, the sequence declared by AdditionalInputs' hint (the
-    program takes the padding guard and refuses 4 and 7 tokens; the message says what to change) and then by a
-    named Dim (the search puts the padding module behind an operator; the export passes)."""
+def test_a_guard_on_a_hint_is_searched_again_with_the_hint_named_and_otherwise_says_how(tmp_path: Any) -> None:
+    """Note [guards on a hint]: the sequence declared by AdditionalInputs' hint, the program takes the padding guard
+    and refuses 4 and 7 tokens; the automatic search then runs again with the hint named, and puts the padding module
+    behind an operator. With ``classes=`` (no search), the refusal says what to change; the named Dim it asks for
+    gives the same export as the search's second run."""
     torch.manual_seed(0)
     model = toy.Chunked().eval()
     x = torch.randn(2, 3, 8)
     hinted = torch.export.AdditionalInputs()
     hinted.add((torch.randn(3, 6, 8),))
+    searched = export_piece_by_piece(model, (x,), dynamic_shapes=hinted)
+    assert searched.report.passed and searched.report.behind_operators == ["chunks"]
+    assert any(n.startswith("x dim 1 declared by hints, on which the program took a guard") for n in searched.report.notes)
     with pytest.raises(ExportMismatchError) as failed:
-        export_piece_by_piece(model, (x,), dynamic_shapes=hinted)
+        export_piece_by_piece(model, (x,), dynamic_shapes=hinted, classes=torch.nn.Linear)
     advice = [r for r in failed.value.report.refused if "declared by a hint" in r]
     assert len(advice) == 1 and advice[0].startswith("at x dim 1=4 the program fails where eager runs: AssertionError: Guard failed")
     assert "declare it with a named torch.export.Dim" in str(failed.value)
@@ -316,6 +320,8 @@ def test_a_guard_on_a_hint_says_that_a_named_dim_lets_the_search_cut_its_module(
     for seq in (4, 7, 9):
         y = torch.randn(3, seq, 8)
         torch.testing.assert_close(result.module()(y), model(y), rtol=0, atol=1e-6)
+        torch.testing.assert_close(searched.module()(y), model(y), rtol=0, atol=1e-6)
     # the padding module has no program of its own (its guard is in its own code), but programs by size, which
     # tests/onnx_export/test_by_size.py runs in onnxruntime
-    assert result.pieces["chunks"].program is None and "programs by size" in (result.pieces["chunks"].by_size or "")
+    for export in (result, searched):
+        assert export.pieces["chunks"].program is None and "programs by size" in (export.pieces["chunks"].by_size or "")

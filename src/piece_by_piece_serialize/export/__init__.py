@@ -40,6 +40,7 @@ from ._examples import (
     dynamic_shapes_from_examples,
     flat_specs,
     hint_partitions,
+    named_hints,
     observed_partition,
     stretched,
     varying_dims,
@@ -129,7 +130,34 @@ def export_piece_by_piece(
     _check_mode(model, strict)
     unchecked = why_no_values(model, describe(args, dict(kwargs or {})).tensors)
     examples, specs, notes, references, names, partition = _examples(model, args, dict(kwargs or {}), dynamic_shapes, unchecked is not None)
-    job = Job(model, examples, specs, notes, Verdict(atol, rtol), unchecked, limit)
+    result, guarded = _export(model, examples, specs, list(notes), references, names, partition, classes, Verdict(atol, rtol), unchecked, limit, start)
+    if result.report.passed is False and classes is None and guarded:
+        # Note [guards on a hint]: the same search with the guarded hints named, which torch.export then refuses at
+        # the guard, naming the module that made it, which goes behind an operator
+        label = _dim_labels(model, examples[0])
+        named = named_hints(specs, partition, guarded, label)
+        note = f"{', '.join(sorted(label(g) for g in guarded))} declared by hints, on which the program took a guard that sizes of its range break: searched again with each named (Note [guards on a hint])"
+        _log.info("%s", note)
+        try:
+            retry, _ = _export(model, examples, named, [*notes, note], references, names, partition, classes, Verdict(atol, rtol), unchecked, limit, start)
+        except PieceByPieceExportError:  # the first search's verdict says more
+            retry = None
+        if retry is not None and retry.report.passed is not False:
+            result.close()
+            result = retry
+        elif retry is not None:
+            retry.close()
+    if result.report.passed is False and strict:
+        raise ExportMismatchError(_mismatch(result.report), result.report, result)
+    return result
+
+
+def _export(model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str], references: list[list[Any]],
+            names: list[str], partition: dict[str, str] | None, classes: Any, verdict: Verdict, unchecked: str | None, limit: int | None,
+            start: float) -> tuple[PieceByPieceExport, set[str]]:  # fmt: skip
+    """One export of ``model`` with these dynamic ``specs``: the cut found or given, the checks, the result; and the
+    hints whose guards its program took and sizes of the declared ranges broke (Note [guards on a hint])."""
+    job = Job(model, examples, specs, notes, verdict, unchecked, limit)
     try:
         if classes is None:
             job.set_cut([])
@@ -147,9 +175,7 @@ def export_piece_by_piece(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )
     result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs, job.by_size)
-    if report.passed is False and strict:
-        raise ExportMismatchError(_mismatch(report), report, result)
-    return result
+    return result, set(job.guarded_hints)
 
 
 def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[list[Any]], names: list[str],

@@ -123,6 +123,7 @@ class Job(RangeChecks):
         self.by_size: dict[str, BySize] = {}
         self.by_size_failed: dict[str, str] = {}
         self.size_donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # the pieces that exported theirs
+        self.guarded_hints: set[str] = set()  # hints whose guard the program took, broken in the ranges (_ranges)
 
     def close(self) -> None:
         """Free every operator this export registered."""

@@ -9,10 +9,12 @@ torch.export raises when its trace guards a dimension declared by a named ``Dim`
 module whose code made the guard and puts it behind an operator (Note [blame]). A dimension declared by a hint
 (``Dim.DYNAMIC``, ``Dim.AUTO``, and every one ``torch.export.AdditionalInputs`` makes) lets the same guard into
 the program without a word, and the program then refuses sizes of the range that eager takes: the checks here find
-them, and the export fails its verdict. So the first such refusal of a hint says what changes the outcome: the
-dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests), with the hints of
-``AdditionalInputs`` the export fails at 4 and 7 tokens; with named ``Dim`` s the search puts the module that pads
-behind an operator and the export passes. Granite-MoE-hybrid's decode step, its examples given by
+them (``guarded_hints``), and the export fails its verdict. So the automatic search runs again with each such
+hint declared by a named ``Dim`` (:func:`._examples.named_hints`, in :func:`..export.export_piece_by_piece`) and
+keeps that export if it passes; otherwise (and with ``classes=``) the first such refusal of a hint says what
+changes the outcome: the dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests),
+with the hints of ``AdditionalInputs`` the first search fails at 4 and 7 tokens, and the second puts the module
+that pads behind an operator and passes. Granite-MoE-hybrid's decode step, its examples given by
 ``AdditionalInputs``, fails the same way at 4 and 7 new tokens.
 
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
@@ -72,6 +74,7 @@ class RangeChecks:
     unguarded: dict[int, Any]
     by_size: dict[str, BySize]
     by_size_failed: dict[str, str]
+    guarded_hints: set[str]
     wrappers: dict[str, Any]
     flat: Any
     copy: torch.nn.Module
@@ -97,7 +100,7 @@ class RangeChecks:
         accepted: dict[str, list[int]] = {}
         refused: dict[str, list[tuple[int, str]]] = {}
         below: list[str] = []  # the program's refusals at 1 of a hint (Note [sizes of one])
-        advised: set[str] = set()  # the hints whose guard failures say how to name them (Note [guards on a hint])
+        advised = self.guarded_hints  # the hints whose guard failures say how to name them (Note [guards on a hint])
         groups_ = groups(first, self.specs, partition)
         by_size = size_partition(first, self.specs)
         for point in points:

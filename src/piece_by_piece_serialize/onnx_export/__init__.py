@@ -131,9 +131,13 @@ def _write(
     operators = translation_table([program, *(cut.program for cut in by_object.values())], translations)
     functions: dict[str, Function] = {}
     names: dict[str, str] = {}  # key -> function name
+    by_size_functions = 0  # a piece's programs by size are functions <operator>__size<n>, numbered in the file
     for piece, cut in [*((p, pruned[p.path]) for p in pieces), *((p, by_object[id(v)]) for p in sized for v, *_ in p.by_size)]:
         if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
-            names[cut.key] = piece.qualname.partition("::")[2] + ("" if piece.program is not None else f"__size{len(names)}")
+            names[cut.key] = piece.qualname.partition("::")[2]
+            if piece.program is None:
+                names[cut.key] += f"__size{by_size_functions}"
+                by_size_functions += 1
             _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
             check_translated(cut.program, f"the program of {piece.path}", operators)
             functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset, operators)
@@ -146,7 +150,7 @@ def _write(
     checks = _checks_of(pieces, pruned, sized, by_object)
     _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
-    _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces), len(functions))
+    _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces) + len(sized), len(functions) + len(dispatchers))
     program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
     exported = _export_main(program, opset, table, [*pieces, *sized])
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
@@ -216,6 +220,8 @@ def _export_main(program: Any, opset: int | None, table: dict[Any, Any], pieces:
 def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
              table: dict[Any, Any]) -> list[Any]:  # fmt: skip
     """Each piece by size's function (Note [pieces by size]), its operator's translation added to ``table``."""
+    import onnx
+
     groups: dict[Any, list[tuple[OnnxPiece, list[Variant]]]] = {}  # identical pieces by size: one function
     for piece in sized:
         variants = []
@@ -233,7 +239,7 @@ def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], name
         opsets = [o for o in functions[variants[0].function].proto.opset_import if o.domain != DOMAIN]
         sizes = "; ".join(where for *_, where in piece.by_size)
         who = piece.path if len(group) == 1 else f"{piece.path} (or one of {len(group) - 1} pieces identical to it)"
-        function, merged = by_size_function(name, who, variants, n_inputs, dtypes, [*opsets, onnx_opset(DOMAIN)], sizes)
+        function, merged = by_size_function(name, who, variants, n_inputs, dtypes, [*opsets, onnx.helper.make_opsetid(DOMAIN, 1)], sizes)
         _log.info("ONNX function %s: %s by size, %d programs", name, who, len(variants))
         out.append(function)
         n_outputs = sum(computed for computed, _ in merged)
@@ -241,12 +247,6 @@ def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], name
         for member, _ in group:
             table[_overload(member.qualname)] = _translation(callee(name, n_inputs, n_outputs), cut, n_outputs)
     return out
-
-
-def onnx_opset(domain: str) -> Any:
-    import onnx
-
-    return onnx.helper.make_opsetid(domain, 1)
 
 
 def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any, Callable[..., Any]] | None) -> None:
