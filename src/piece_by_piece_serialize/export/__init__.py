@@ -40,12 +40,12 @@ from ._examples import (
     dynamic_shapes_from_examples,
     flat_specs,
     hint_partitions,
-    named_hints,
     observed_partition,
     stretched,
     varying_dims,
 )
 from ._job import Job
+from ._ranges import named_hints
 from ._record import module_paths, run_recording, tracing_path
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._result import PieceByPieceExport

@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Collection, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -454,30 +454,6 @@ def _name(spec: Any, i: int, d: int, partition: Partition | None) -> str:
         return place if partition is None else partition.get(place, place)
     root = spec.root if isinstance(spec, _DerivedDim) else spec
     return str(root.__name__)
-
-
-def named_hints(specs: Sequence[DimSpec | None], partition: Partition | None, guarded: Collection[str], label: Any) -> list[DimSpec | None]:
-    """``specs`` with each hint of a group in ``guarded`` (named by :func:`_name`) declared by one named ``Dim`` per
-    group, named after the group's ``label`` (``input_ids dim 1`` -> ``input_ids_dim_1``): torch.export then fails
-    at a guard on it instead of keeping it (Note [guards on a hint] in :mod:`._ranges`)."""
-    from torch.export import Dim
-    from torch.export.dynamic_shapes import _DimHint
-
-    made: dict[str, Any] = {}
-    out: list[DimSpec | None] = []
-    for i, dims in enumerate(specs):
-        if not dims:
-            out.append(dims)
-            continue
-        new: dict[int, Any] = {}
-        for d, spec in dims.items():
-            name = _name(spec, i, d, partition)
-            if isinstance(spec, _DimHint) and name in guarded:
-                text = "".join(c if c.isalnum() else "_" for c in str(label(name))).strip("_")
-                spec = made.setdefault(name, Dim(text if text.isidentifier() and text.isascii() else f"dim_{len(made)}"))
-            new[d] = spec
-        out.append(new)
-    return out
 
 
 def groups(example: Example, specs: Sequence[DimSpec | None], partition: Partition | None = None) -> dict[str, tuple[int, Any]]:

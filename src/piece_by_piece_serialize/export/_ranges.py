@@ -23,7 +23,7 @@ Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`;
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -46,6 +46,7 @@ from ._examples import (
     resized,
     size_partition,
 )
+from ._examples import _name as hint_group
 from ._record import module_paths, run_recording
 from ._verdict import Verdict
 
@@ -360,6 +361,30 @@ class RangeChecks:
             if self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, calls[0], described[0].call)):
                 uncovered.append(path)
         return uncovered
+
+
+def named_hints(specs: Sequence[DimSpec | None], partition: Mapping[str, str] | None, guarded: Collection[str], label: Any) -> list[DimSpec | None]:
+    """``specs`` with each hint of a group in ``guarded`` (named by :func:`._examples._name`) declared by one named ``Dim`` per
+    group, named after the group's ``label`` (``input_ids dim 1`` -> ``input_ids_dim_1``): torch.export then fails
+    at a guard on it instead of keeping it (Note [guards on a hint] in :mod:`._ranges`)."""
+    from torch.export import Dim
+    from torch.export.dynamic_shapes import _DimHint
+
+    made: dict[str, Any] = {}
+    out: list[DimSpec | None] = []
+    for i, dims in enumerate(specs):
+        if not dims:
+            out.append(dims)
+            continue
+        new: dict[int, Any] = {}
+        for d, spec in dims.items():
+            name = hint_group(spec, i, d, partition)
+            if isinstance(spec, _DimHint) and name in guarded:
+                text = "".join(c if c.isalnum() else "_" for c in str(label(name))).strip("_")
+                spec = made.setdefault(name, Dim(text if text.isidentifier() and text.isascii() else f"dim_{len(made)}"))
+            new[d] = spec
+        out.append(new)
+    return out
 
 
 def _mib(n: int) -> str:
