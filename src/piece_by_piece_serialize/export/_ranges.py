@@ -10,7 +10,7 @@ module whose code made the guard and puts it behind an operator (Note [blame]). 
 (``Dim.DYNAMIC``, ``Dim.AUTO``, and every one ``torch.export.AdditionalInputs`` makes) lets the same guard into
 the program without a word, and the program then refuses sizes of the range that eager takes: the checks here find
 them (``guarded_hints``), and the export fails its verdict. So the automatic search runs again with each such
-hint declared by a named ``Dim`` (:func:`._examples.named_hints`, in :func:`..export.export_piece_by_piece`) and
+hint declared by a named ``Dim`` (:func:`named_hints`, in :func:`..export.export_piece_by_piece`) and
 keeps that export if it passes; otherwise (and with ``classes=``) the first such refusal of a hint says what
 changes the outcome: the dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests),
 with the hints of ``AdditionalInputs`` the first search fails at 4 and 7 tokens, and the second puts the module
