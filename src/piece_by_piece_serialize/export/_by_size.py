@@ -77,12 +77,15 @@ def _where(example: Example) -> str:
 
 
 def _export(module: torch.nn.Module, path: str, names: tuple[str, ...], example: Example, specs: list[Any]) -> tuple[Any, Domain]:
-    """One call exported with hints on the dimensions that vary (less those of size 0 or 1 in it, which torch
-    specializes), and its domain."""
+    """One call exported with ``Dim.AUTO`` on the dimensions that vary (less those of size 0 or 1 in it, which
+    torch specializes), and its domain: torch keeps a dimension the trace specializes (a loop over the sequence,
+    as a Mamba mixer's slow path runs) as a constant of the domain, where ``Dim.DYNAMIC`` would raise."""
+    from torch.export import Dim
+
     weights = _weights(module, names)
     flat = FlatCall(module, example.call, path, names)
     tensors = contiguous(example.tensors)
-    hints = [None if s is None else {d: h for d, h in s.items() if tensors[i].shape[d] > 1} or None for i, s in enumerate(specs)]
+    hints = [None if s is None else {d: Dim.AUTO for d in s if tensors[i].shape[d] > 1} or None for i, s in enumerate(specs)]
     with tracing_path():
         flat(*weights, *make_copy(list(example.tensors)))  # learns the output's structure
     shapes = None if all(s is None for s in hints) else {"tensors": (*[None] * len(weights), *hints)}

@@ -145,9 +145,11 @@ class PieceByPieceExport:
 
         why = {p: piece.own_export_failure or piece.failure for p, piece in self.pieces.items()}
         sized = {path: (by.key, by.programs) for path, by in self._by_size.items()}
+        # a piece whose programs by size could not be made says why too (Note [programs by size])
+        unsized = {p: f"; {piece.by_size}" for p, piece in self.pieces.items() if piece.by_size and p not in sized}
         pieces = [
-            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)), s.program_key or sized.get(s.path, (None,))[0],
-                      self._onnx_calls.get(s.path, []), sized.get(s.path, (None, ()))[1])
+            OnnxPiece(s.path, s.qualname, s.program, _why_not(why.get(s.path)) + unsized.get(s.path, ""),
+                      s.program_key or sized.get(s.path, (None,))[0], self._onnx_calls.get(s.path, []), sized.get(s.path, (None, ()))[1])
             for s in self._saved
         ]  # fmt: skip
         valueless = any(is_valueless(t) for t in [*self.program.state_dict.values(), *self.program.constants.values()])
