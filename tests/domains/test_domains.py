@@ -101,3 +101,30 @@ def test_a_guard_this_reader_does_not_know_is_refused_by_name() -> None:
     program._guards_code = ["__import__('os').system('true')"]
     with pytest.raises(DomainError, match="does not know"):
         domain_of(program)
+
+
+def test_a_size_that_first_appears_in_an_expression_is_solved_for_its_symbol() -> None:
+    # the first input's size is 2*a + 1, the second's a: the symbol a is first seen inside an expression, which the
+    # domain solves for it (as torch's check of the inputs does), then holds the second size to it; the range torch
+    # gives the expression (5 to 129) is checked where it appears
+    a = torch.export.Dim("a", min=2, max=64)
+
+    class Twice(torch.nn.Module):
+        def forward(self, *tensors: Any) -> Any:
+            longer, shorter = tensors
+            return (longer[1::2] + shorter,)
+
+    args = (torch.randn(9), torch.randn(4))
+    program = torch.export.export(Twice(), args, dynamic_shapes={"tensors": ({0: 2 * a + 1}, {0: a})}, strict=False)
+    domain = domain_of(program)
+    runnable = program.module()
+    grid = [(n, m) for n in range(1, 40) for m in range(1, 20)]
+    ours = [domain.holds([(n,), (m,)]) for n, m in grid]
+    theirs = []
+    for n, m in grid:
+        try:
+            runnable(torch.randn(n), torch.randn(m))
+            theirs.append(True)
+        except (AssertionError, RuntimeError):
+            theirs.append(False)
+    assert ours == theirs and sum(ours) == 18  # m = 2..19 with n = 2m + 1 (n < 40)

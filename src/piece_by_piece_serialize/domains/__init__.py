@@ -138,7 +138,7 @@ def domain_of(program: Any) -> Domain:
             raise DomainError(f"input {name} of the program is not a tensor")
         for dim, size in enumerate(value.shape):
             conditions.extend(_size_condition(Size(index, dim), size, bound))
-    conditions.extend(_range_conditions(program.range_constraints, bound))
+            conditions.extend(_range_conditions(Size(index, dim), size, program.range_constraints))
     names = {name: i for i, name in enumerate(placeholders)}
     for text in getattr(program, "_guards_code", None) or ():
         conditions.append(_guard(text, names))
@@ -158,20 +158,37 @@ def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Exp
             yield Op("eq", (at, bound[expr]))
         else:
             bound[expr] = at
+    elif len(expr.free_symbols - bound.keys()) == 1:
+        # a size a*s + b whose one new symbol s it names, b of earlier symbols: s is solved from it, as torch solves
+        # a size of one symbol (torch._export.utils._check_symint); linear forms only
+        (symbol,) = expr.free_symbols - bound.keys()
+        a, b = _linear(expr, symbol)
+        rest = Op("sub", (at, _from_sympy(b, bound)))
+        yield Op("eq", (Op("mod", (rest, Const(a))), Const(0)))
+        bound[symbol] = Op("floordiv", (rest, Const(a)))
     else:
         yield Op("eq", (at, _from_sympy(expr, bound)))
 
 
-def _range_conditions(ranges: Any, bound: dict[Any, Expr]) -> Iterator[Expr]:
-    for symbol, value_range in ranges.items():
-        if symbol not in bound:  # a symbol of no input's shape (an unbacked size): nothing to check on inputs
-            continue
-        at = bound[symbol]
-        # as torch's check of a program's inputs: a lower bound of 2 (a hint's) lets 0 and 1 through
-        if value_range.lower.is_Integer and int(value_range.lower) > 2:  # not -int_oo
-            yield Op("ge", (at, Const(int(value_range.lower))))
-        if value_range.upper.is_Integer:  # not int_oo
-            yield Op("le", (at, Const(int(value_range.upper))))
+def _linear(expr: Any, symbol: Any) -> tuple[int, Any]:
+    """``(a, b)`` of a size ``a*symbol + b``: an integer ``a > 0``, ``b`` free of ``symbol``."""
+    a, b = expr.diff(symbol), expr.subs(symbol, 0)
+    if not (a.is_Integer and a > 0 and symbol not in b.free_symbols and (a * symbol + b - expr).expand() == 0):
+        raise DomainError(f"a size of a form this reader does not solve for its symbol: {expr}")
+    return int(a), b
+
+
+def _range_conditions(at: Size, size: Any, ranges: Any) -> Iterator[Expr]:
+    """The range of a size of one symbol, as torch's check of a program's inputs reads it: the range its
+    expression has (``s0`` or ``2*s0 + 1``), whose lower bound it checks only above 2 (a hint's range starts at 2,
+    and sizes 0 and 1 go through)."""
+    if isinstance(size, int) or len(size.node.expr.free_symbols) != 1 or size.node.expr not in ranges:
+        return
+    value_range = ranges[size.node.expr]
+    if value_range.lower.is_Integer and int(value_range.lower) > 2:  # not -int_oo
+        yield Op("ge", (at, Const(int(value_range.lower))))
+    if value_range.upper.is_Integer:  # not int_oo
+        yield Op("le", (at, Const(int(value_range.upper))))
 
 
 def _from_sympy(expr: Any, bound: dict[Any, Expr]) -> Expr:
