@@ -128,3 +128,13 @@ def test_a_size_that_first_appears_in_an_expression_is_solved_for_its_symbol() -
         except (AssertionError, RuntimeError):
             theirs.append(False)
     assert ours == theirs and sum(ours) == 18  # m = 2..19 with n = 2m + 1 (n < 40)
+
+
+def test_floor_and_ceil_of_a_division_as_torch_prints_them() -> None:
+    program = _program(5)
+    base = [g for g in program._guards_code]
+    program._guards_code = [*base, "math.floor(L['tensors'][1].size()[1] / 4) >= 2", "math.ceil(L['tensors'][1].size()[1] / 4) <= 3"]
+    domain, plain = domain_of(program), domain_of(_program(5))
+    for seq in range(1, 41):
+        shapes = [(8,), (2, seq, 8)]
+        assert domain.holds(shapes) == (plain.holds(shapes) and seq // 4 >= 2 and -(-seq // 4) <= 3), seq

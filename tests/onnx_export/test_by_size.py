@@ -89,3 +89,37 @@ def test_identical_pieces_by_size_share_their_programs_and_one_function(tmp_path
             torch.testing.assert_close(torch.from_numpy(got), model(x), rtol=1e-5, atol=1e-5)
     with pytest.raises(Exception, match=r"refused: first \(or one of 1 pieces identical to it\) has no program for these input sizes"):
         session.run(None, {"x": torch.randn(2, 4, 8).numpy()})
+
+
+class _Below16(torch.nn.Module):
+    """Doubles below 16 rows, triples from 16: a branch on a size, which a hint lets into the program as a guard."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.shape[0] < 16 else x * 3
+
+
+def test_the_file_and_the_archive_refuse_the_sizes_the_programs_guards_refuse(tmp_path: Path) -> None:
+    """Note [the file's sizes]: the program keeps its guard (rows < 16, from a hint: the export fails its verdict at
+    16, and strict=False returns it); the ONNX file computed x * 2 at 16 and 20 rows where eager triples, and now
+    refuses them by name; the archive refuses them too (torch runs a loaded program without its guards)."""
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    more = torch.export.AdditionalInputs()
+    more.add((torch.randn(5, 4),))
+    result = export_piece_by_piece(_Below16(), (torch.randn(3, 4),), dynamic_shapes=more, strict=False)
+    assert result.report.passed is False and any(r.startswith("at x dim 0=16 the program fails") for r in result.report.refused)
+    result.to_onnx(tmp_path / "below.onnx")
+    result.save(tmp_path / "below.pt2")
+    result.close()
+    session = onnxruntime.InferenceSession(str(tmp_path / "below.onnx"), providers=["CPUExecutionProvider"])
+    loaded = load_piece_by_piece(tmp_path / "below.pt2")
+    for rows in (2, 4, 15):
+        x = torch.ones(rows, 4)
+        (got,) = session.run(None, {"x": x.numpy()})
+        assert (got == 2).all() and torch.equal(loaded(x), x * 2)
+    for rows in (16, 20):
+        with pytest.raises(Exception, match=r"refused: these input sizes are outside those the program was exported for"):
+            session.run(None, {"x": torch.ones(rows, 4).numpy()})
+        with pytest.raises(ValueError, match=rf"the sizes of this call \({rows}x4\) are outside those the program was exported for"):
+            loaded(torch.ones(rows, 4))
+    loaded.close()

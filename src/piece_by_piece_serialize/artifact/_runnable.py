@@ -55,5 +55,12 @@ class FlatProgramModule(torch.nn.Module):
             self.sites.add(args, kwargs, self.call, key)
         else:
             tensors = found[1]
+        domain = self.__dict__.get("domain")
+        if domain is not None and not domain.holds([tuple(t.shape) for t in tensors]):
+            sizes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
+            raise ValueError(
+                f"{self.name}: the sizes of this call ({sizes}) are outside those the program was exported for (its guards "
+                "and ranges, which torch checks too: Note [the file's sizes] in onnx_export): export from examples of these sizes"
+            )
         out = self.program(*(t.contiguous() for t in tensors))  # as it was exported (export/_job.py, _contiguous)
         return finish_call(self.call, list(out), [*args, *kwargs.values()])

@@ -240,9 +240,20 @@ def _node(node: ast.AST, names: dict[str, int], text: str) -> Expr:
         return pairs[0] if len(pairs) == 1 else Op("and", pairs)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min") and len(node.args) == 2 and not node.keywords:
         return Op(node.func.id, (_node(node.args[0], names, text), _node(node.args[1], names, text)))
+    if _rounded_division(node):  # math.floor(a / b), math.ceil(a / b) of sizes: floor division, exact on integers
+        a, b = (_node(x, names, text) for x in (node.args[0].left, node.args[0].right))  # type: ignore[attr-defined]
+        if node.func.attr == "floor":  # type: ignore[attr-defined]
+            return Op("floordiv", (a, b))
+        return Op("neg", (Op("floordiv", (Op("neg", (a,)), b)),))
     if isinstance(node, ast.Subscript):
         return _size(node, names, text)
     raise DomainError(f"a guard of a form this reader does not know ({type(node).__name__}): {text[:120]!r}")
+
+
+def _rounded_division(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "math" and node.func.attr in ("floor", "ceil") and len(node.args) == 1 and not node.keywords
+            and isinstance(node.args[0], ast.BinOp) and isinstance(node.args[0].op, ast.Div))  # fmt: skip
 
 
 def _size(node: ast.Subscript, names: dict[str, int], text: str) -> Size:

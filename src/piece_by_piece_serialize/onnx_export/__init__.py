@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._by_size import Variant, by_size_function
+from ..domains import DomainError, domain_of
+from ._by_size import Variant, by_size_function, check_main_graph
 from ._complex import as_real
 from ._dims import rename_dims
 from ._errors import OnnxExportError
@@ -129,18 +130,8 @@ def _write(
             cut.program = as_real(cut.program, f"the program of {p.path}")
     pruned = {p.path: by_object[id(p.program)] for p in pieces}
     operators = translation_table([program, *(cut.program for cut in by_object.values())], translations)
-    functions: dict[str, Function] = {}
-    names: dict[str, str] = {}  # key -> function name
-    by_size_functions = 0  # a piece's programs by size are functions <operator>__size<n>, numbered in the file
-    for piece, cut in [*((p, pruned[p.path]) for p in pieces), *((p, by_object[id(v)]) for p in sized for v, *_ in p.by_size)]:
-        if cut.key not in names:  # named after the first piece that has it, as its operator is: unique, as paths are
-            names[cut.key] = piece.qualname.partition("::")[2]
-            if piece.program is None:
-                names[cut.key] += f"__size{by_size_functions}"
-                by_size_functions += 1
-            _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
-            check_translated(cut.program, f"the program of {piece.path}", operators)
-            functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset, operators)
+    cuts = [*((p, pruned[p.path]) for p in pieces), *((p, by_object[id(v)]) for p in sized for v, *_ in p.by_size)]
+    functions, names = _functions(cuts, opset, operators)
     table = dict(operators)
     for piece in pieces:
         cut = pruned[piece.path]
@@ -151,6 +142,7 @@ def _write(
     _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces) + len(sized), len(functions) + len(dispatchers))
+    top = program  # its domain is read on its own inputs; as_real keeps their sizes, and adds an axis to complex ones
     program = as_real(program, "the top program")  # a copy, when it computes in complex numbers
     exported = _export_main(program, opset, table, [*pieces, *sized])
     if exported is None:  # pragma: no cover - dynamo=True always returns a program; None is the TorchScript route's
@@ -161,6 +153,7 @@ def _write(
     model = exported.model_proto
     _rename_io(model, list(input_names), list(output_names))
     rename_dims(model, program, input_names, dim_names)
+    _check_sizes(model.graph, top)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
     model.functions.extend(dispatchers)
@@ -189,6 +182,46 @@ def _write(
         warnings.warn(f"to_onnx: {path} is written and passes onnx.checker, but its checks did not run: {why}", stacklevel=4)
         return OnnxExport(path, _by_function(checks, names), {p: nan for p, _, _ in checks}, nan, time.perf_counter() - start, size, why)
     return OnnxExport(path, _by_function(checks, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+
+
+# Note [the file's sizes]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# An exported program computes what eager does only where its trace's assumptions about sizes hold: torch checks
+# them before it runs (its ranges and guards), an ONNX file checks nothing. Llama 4's decode step, whose cache keeps
+# one attention chunk of keys (16 positions), exports with a guard that the count of past positions equals the
+# keys' length, true below 16; at 30 past positions torch's program refuses the call, and the file, unchecked,
+# returned a count tensor of 16 rows where eager's has 31. So the main graph computes the top program's domain
+# (Note [domains] in ..domains) from its inputs' shapes, and its outputs pass one If that refuses, by name, the
+# sizes the domain does not hold for (its other branch makes onnxruntime raise, as Note [pieces by size] says).
+# A domain this library cannot read is said in a warning, and the file is written unchecked, as before.
+def _functions(cuts: Sequence[tuple[OnnxPiece, PrunedPiece]], opset: int | None, operators: dict[Any, Any]) -> tuple[dict[str, Function], dict[str, str]]:
+    """One function per distinct pruned program (Note [identical pieces]), by name, and each key's name: named after
+    the first piece that has it, as its operator is (unique, as paths are); a piece's programs by size are
+    ``<operator>__size<n>``, numbered in the file."""
+    functions: dict[str, Function] = {}
+    names: dict[str, str] = {}
+    by_size = 0
+    for piece, cut in cuts:
+        if cut.key in names:
+            continue
+        names[cut.key] = piece.qualname.partition("::")[2]
+        if piece.program is None:
+            names[cut.key] += f"__size{by_size}"
+            by_size += 1
+        _log.info("ONNX function %d: %s, from the program of %s", len(names), names[cut.key], piece.path)
+        check_translated(cut.program, f"the program of {piece.path}", operators)
+        functions[names[cut.key]] = export_function(cut.program, names[cut.key], opset, operators)
+    return functions, names
+
+
+def _check_sizes(graph: Any, program: Any) -> None:
+    """Note [the file's sizes]: the main graph refuses the sizes the top program's own check refuses."""
+    try:
+        domain = domain_of(program)
+    except DomainError as exc:
+        warnings.warn(f"to_onnx: the file does not check its inputs' sizes: the program's guards hold a form this library does not read ({exc})", stacklevel=5)
+        return
+    check_main_graph(graph, domain, "these input sizes are outside those the program was exported for (its guards and ranges, which torch checks too): export from examples of these sizes")
 
 
 def _export_main(program: Any, opset: int | None, table: dict[Any, Any], pieces: Sequence[OnnxPiece]) -> Any:

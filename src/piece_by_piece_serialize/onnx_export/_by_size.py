@@ -111,7 +111,8 @@ def _call(variant: Variant, inputs: list[str], wanted: list[int], types: list[in
 
 
 def _refuse(tensor: str, types: list[int], name: str) -> Any:
-    """The branch that makes onnxruntime raise, naming why (Note [pieces by size])."""
+    """The branch that makes onnxruntime raise, naming why (Note [pieces by size]); ``tensor`` is one of a shape
+    onnxruntime cannot fold."""
     import onnx
 
     shape = onnx.helper.make_node("Shape", [tensor], ["refuse_shape"])
@@ -130,3 +131,40 @@ def _dynamic_input(variants: Sequence[Variant]) -> int:
     """An input with a size of dynamic size: its shape is not a constant, which onnxruntime could fold, and refuse
     when it loads the model."""
     return next((v.domain.free[0].input for v in variants if v.domain.free), 0)
+
+
+def check_main_graph(graph: Any, domain: Domain, why: str) -> None:
+    """The main graph's outputs given only where ``domain`` (the top program's, Note [domains]) holds for its
+    inputs, as torch's check of the program gives them: one ``If`` after everything, whose other branch refuses
+    by name (``refused: <why>``). An output that is an input passed through is left as it is."""
+    import onnx
+
+    inputs = [i.name for i in graph.input]
+    nodes, condition = domain_nodes(domain, inputs, "pbp_domain_")
+    passed = set(inputs)
+    checked = [o for o in graph.output if o.name not in passed]
+    if not checked:
+        return
+    renamed = {o.name: f"{o.name}__unchecked" for o in checked}
+    _rename(graph, renamed)
+    types = [o.type.tensor_type.elem_type for o in checked]
+    then = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", [renamed[o.name]], [f"{o.name}__checked"]) for o in checked], "domain_holds", [],
+        [onnx.helper.make_tensor_value_info(f"{o.name}__checked", t, None) for o, t in zip(checked, types, strict=True)],
+    )  # fmt: skip
+    refuse = _refuse(inputs[domain.free[0].input] if domain.free else inputs[0], types, f"refused: {why}")
+    graph.node.extend([*nodes, onnx.helper.make_node("If", [condition], [o.name for o in checked], then_branch=then, else_branch=refuse)])
+
+
+def _rename(graph: Any, renamed: dict[str, str]) -> None:
+    """Values renamed wherever a node of ``graph`` or of its subgraphs names them."""
+    for value in graph.value_info:
+        value.name = renamed.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renamed.get(n, n) for n in node.input]
+        node.output[:] = [renamed.get(n, n) for n in node.output]
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                _rename(attribute.g, renamed)
+            for sub in attribute.graphs:
+                _rename(sub, renamed)
