@@ -4,8 +4,11 @@ Run: ``python fuzz/fuzz_archive.py [libFuzzer flags] [corpus dirs]``.
 
 The base archive is real: a small model (two ``Linear`` layers behind operators, a ``ReLU`` between them) exported
 by ``export_piece_by_piece`` and saved by ``PieceByPieceExport.save`` when the harness starts, so it has a top
-program, two piece programs, weights and a manifest. An input is a list of choices (:class:`ByteReader`) that
-apply one to four mutations to it:
+program, two piece programs, weights and a manifest. An input starting with ``BY_SIZE_MARKER`` mutates another
+real archive instead, made on the first such input (its export takes seconds): ``Chunked`` of tests/_toy_models.py,
+whose ``PadToFour`` is a piece by size (Note [programs by size]): no program of its own, four programs by size in
+the manifest's ``by_size``, each read for its domain at load. An input is a list of choices (:class:`ByteReader`)
+that apply one to four mutations to it:
 
 * **JSON**: in the manifest, a program document or a payload config, one value (found by walking the document
   with the choices) is replaced by a number at an edge (0, -1, 2**31, 2**63, ...), a string from a list of hostile
@@ -14,7 +17,12 @@ apply one to four mutations to it:
   changed, the manifest's digests of the programs are mostly made to agree (an attacker keeps the archive
   consistent), so that the checks behind the digest's are reached;
 * **tensor metadata**: one payload's sizes, strides, offset or dtype set to an edge value;
-* **zip layout**: a member duplicated, removed, renamed, compressed, truncated or extended.
+* **zip layout**: a member duplicated, removed, renamed, compressed, truncated or extended;
+* **by size** (the archive of a piece by size only): an entry of ``by_size`` removed, duplicated, swapped with
+  another, renamed (to the top program, a missing member, a path), given another digest, or the list emptied,
+  made an object, grown past 64, or given beside a program of the operator's own; or a guard of a program by
+  size replaced or added: code, a form the domain reader does not read (a stride, ``abs``, a float), one that
+  never or always holds.
 
 The loader's contract, checked on every input: it raises ``ArtifactError`` (or ``OSError``), or it returns a
 module whose program is the original's, or one with only values changed that the allowlist admits (a weight
@@ -53,6 +61,15 @@ _STRINGS = (
 )  # fmt: skip
 _NUMBERS = (0, 1, -1, 2, 7, 31, 2**31, 2**47, 2**62, 2**63, -(2**63), 10**30)
 _JSON_MEMBERS = ("extra/pbp_manifest.json", "models/model.json", "models/piece_0.json", "models/piece_1.json", "data/weights/model_weights_config.json")
+BY_SIZE_MARKER = 0xB5  # the first byte of an input that mutates the archive of a piece by size
+_SIZED = tuple(f"models/piece_{i}.json" for i in range(4))  # Chunked's programs by size
+_BY_SIZE_JSON_MEMBERS = ("extra/pbp_manifest.json", "models/model.json", *_SIZED, "data/weights/model_weights_config.json")
+_GUARDS = (
+    f"L['tensors'][0].size()[1] >= 1 or {_CODE}", f"(lambda: {_CODE})() is None", "L['tensors'][0].stride()[0] >= 1",
+    "abs(L['tensors'][0].size()[1]) >= 1", "L['tensors'][0].size()[1] >= 0.5", "L['tensors'][0].numel() >= 0",
+    "L['x'].size()[1] >= 1", "L['tensors'][0].size()[1] < 0", "L['tensors'][0].size()[1] >= 1",
+    "L['tensors'][0].size()[1] ** 100000000 > 0", "L['tensors'][5].size()[9] == 1", "",
+)  # fmt: skip
 
 
 def _targets() -> dict[str, Any]:
@@ -66,23 +83,50 @@ def _targets() -> dict[str, Any]:
         batch = torch.export.Dim("batch", min=1, max=64)
         result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: batch},), classes=torch.nn.Linear)
         folder = Path(tempfile.mkdtemp(prefix="pbp-fuzz-archive-"))
-        base = folder / "base.pt2"
-        result.save(base)
-        result.close()
-        with zipfile.ZipFile(base) as archive:
-            members = [(info, archive.read(info)) for info in archive.infolist()]
+        _T.update(torch=torch, Error=ArtifactError, load=load_piece_by_piece, folder=folder)
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
-        loaded = load_piece_by_piece(base)
-        want = loaded(x)
-        code = _codes(loaded)
-        loaded.close()
-        _T.update(torch=torch, Error=ArtifactError, load=load_piece_by_piece, members=members, folder=folder, x=x, want=want, code=code)
+        _T["base"] = _base(_T, "base", result, x, _JSON_MEMBERS)
     return _T
 
 
+def _by_size_base() -> dict[str, Any]:
+    """The archive of a piece by size, made once, on the first input that asks for it (under libFuzzer, the
+    warm-up's): its four programs by size take seconds to export, which the other archive's inputs never wait for."""
+    t = _targets()
+    if "by_size" not in t:
+        torch = t["torch"]
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        import _toy_models as toy
+        from piece_by_piece_serialize import export_piece_by_piece
+
+        torch.manual_seed(0)
+        named = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
+        result = export_piece_by_piece(toy.Chunked().eval(), (torch.randn(2, 3, 8),), dynamic_shapes=named)
+        x = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1))  # 6 tokens: a program by size pads them
+        t["by_size"] = _base(t, "by_size", result, x, _BY_SIZE_JSON_MEMBERS)
+    return t["by_size"]
+
+
+def _base(t: dict[str, Any], name: str, result: Any, x: Any, json_members: tuple[str, ...]) -> dict[str, Any]:
+    """A base archive: ``result`` saved, its members, and what its untouched load computes on ``x``."""
+    path = t["folder"] / f"{name}.pt2"
+    result.save(path)
+    result.close()
+    with zipfile.ZipFile(path) as archive:
+        members = [(info, archive.read(info)) for info in archive.infolist()]
+    loaded = t["load"](path)
+    want = loaded(x)
+    code = _codes(loaded)
+    loaded.close()
+    return {"members": members, "x": x, "want": want, "code": code, "json": json_members}
+
+
 def _codes(loaded: Any) -> tuple[str, ...]:
-    """The generated code of the loaded program and of its operators' programs: what "the same program" means."""
-    return (loaded.program.code, *sorted(op.runner.code for op in loaded._finalizer.peek()[2][0] if op.runner is not None))
+    """The generated code of the loaded program and of its operators' programs (their own, and their programs by
+    size in order: the first whose domain holds runs): what "the same program" means."""
+    operators = loaded._finalizer.peek()[2][0]
+    own = sorted(op.runner.code for op in operators if op.runner is not None)
+    return (loaded.program.code, *own, *(module.code for op in operators for _, module in op.by_size))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -164,13 +208,72 @@ def _mutate_meta(r: ByteReader, doc: Any) -> str:
     return f"meta: {field}"
 
 
-def _mutate(r: ByteReader, members: list[tuple[zipfile.ZipInfo, bytes]], prefix: str) -> list[str]:
+def _mutate_by_size(r: ByteReader, manifest: Any) -> str:
+    """One change of the first operator's ``by_size`` (the archive of a piece by size)."""
+    operators = manifest.get("operators") if isinstance(manifest, dict) else None
+    sized = [o for o in operators if isinstance(o, dict) and isinstance(o.get("by_size"), list)] if isinstance(operators, list) else []
+    op = next((o for o in sized if o["by_size"]), None)
+    if op is None:
+        return "by size: none"
+    entries = op["by_size"]
+    i, j = r.below(len(entries)), r.below(len(entries))
+    entry = entries[i] if isinstance(entries[i], dict) else {}
+    what = r.below(8)
+    if what == 0:
+        del entries[i]
+    elif what == 1:
+        entries.insert(j, entries[i])
+    elif what == 2:
+        entries[i], entries[j] = entries[j], entries[i]
+    elif what == 3:
+        entry["program"] = ("model", "piece_9", "piece_0", "piece_3", "../model", "state", _CODE)[r.below(7)]
+    elif what == 4:
+        other = entries[j] if isinstance(entries[j], dict) else {}
+        entry["program_digest"] = ("0" * 64, other.get("program_digest"), "", None)[r.below(4)]
+    elif what == 5:
+        op.update(program=entry.get("program"), program_digest=entry.get("program_digest"))
+    elif what == 6:
+        op["by_size"] = [dict(entry, program=f"piece_{n}") for n in range(65)] if r.flag() else [*entries] * 17
+    else:
+        op["by_size"] = [] if r.flag() else entry
+    return f"by size: {('removed', 'duplicated', 'swapped', 'renamed', 'digest', 'also own', 'over 64', 'emptied or not a list')[what]}"
+
+
+def _mutate_guards(r: ByteReader, program: Any) -> str:
+    """A guard of a program by size replaced or added (the archive of a piece by size)."""
+    guards = program.get("guards_code") if isinstance(program, dict) else None
+    if not isinstance(guards, list):
+        return "by size: no guards"
+    guard = _GUARDS[r.below(len(_GUARDS))]
+    if guards and r.flag():
+        guards[r.below(len(guards))] = guard
+        return "by size: guard replaced"
+    guards.append(guard)
+    return "by size: guard added"
+
+
+def _mutate(r: ByteReader, members: list[tuple[zipfile.ZipInfo, bytes]], prefix: str, json_members: tuple[str, ...], by_size: bool) -> list[str]:
     done = []
     for _ in range(1 + r.below(4)):
-        kind = r.below(3)
+        kind = r.below(4 if by_size else 3)  # the archive of a piece by size has mutations of its own (kind 3)
         names = [info.filename[len(prefix) :] for info, _ in members]
+        if kind == 3:
+            guards = r.flag()
+            want = _SIZED[r.below(len(_SIZED))] if guards else "extra/pbp_manifest.json"
+            if want not in names:
+                continue
+            i = names.index(want)
+            try:
+                doc = json.loads(members[i][1])
+            except ValueError:  # an earlier mutation cut it: no longer JSON to walk
+                continue
+            done.append(_mutate_guards(r, doc) if guards else _mutate_by_size(r, doc))
+            members[i] = (members[i][0], json.dumps(doc).encode())
+            if guards and not r.flag():  # mostly as an attacker would: the digests made to agree
+                _redigest(members, prefix)
+            continue
         if kind < 2:
-            want = _JSON_MEMBERS[r.below(len(_JSON_MEMBERS))] if kind == 0 else "data/weights/model_weights_config.json"
+            want = json_members[r.below(len(json_members))] if kind == 0 else "data/weights/model_weights_config.json"
             if want not in names:
                 continue
             i = names.index(want)
@@ -215,6 +318,7 @@ def _redigest(members: list[tuple[zipfile.ZipInfo, bytes]], prefix: str) -> None
     try:
         manifest = json.loads(members[i][1])
         entries = [manifest, *manifest["operators"]]
+        entries += [e for op in manifest["operators"] if isinstance(op, dict) and isinstance(op.get("by_size"), list) for e in op["by_size"]]
     except (ValueError, KeyError, TypeError):
         return
     for entry in entries:
@@ -242,10 +346,13 @@ def check(data: bytes) -> None:
     with reporting(data):
         t = _targets()
         torch = t["torch"]
-        members = [(zipfile.ZipInfo(info.filename, info.date_time), body) for info, body in t["members"]]
+        by_size = data[:1] == bytes([BY_SIZE_MARKER])
+        base = _by_size_base() if by_size else t["base"]
+        STATS.add("base: a piece by size" if by_size else "base: two pieces")
+        members = [(zipfile.ZipInfo(info.filename, info.date_time), body) for info, body in base["members"]]
         prefix = members[0][0].filename.split("/", 1)[0] + "/"
-        r = ByteReader(data)
-        done = _mutate(r, members, prefix)
+        r = ByteReader(data[1:] if by_size else data)
+        done = _mutate(r, members, prefix, base["json"], by_size)
         for what in done:
             STATS.add(what)
         path = t["folder"] / "mutated.pt2"
@@ -263,13 +370,13 @@ def check(data: bytes) -> None:
                 raise fail(data, "a refused load left operators registered") from None
         else:
             try:
-                STATS.add("loaded, same program" if _codes(loaded) == t["code"] else "loaded, another program")
+                STATS.add("loaded, same program" if _codes(loaded) == base["code"] else "loaded, another program")
                 try:
-                    got = loaded(t["x"])
+                    got = loaded(base["x"])
                 except (RuntimeError, ValueError):
                     STATS.add("loaded, call refused")
                 else:
-                    STATS.add("loaded, same output" if torch.equal(got, t["want"]) else "loaded, other values")
+                    STATS.add("loaded, same output" if torch.equal(got, base["want"]) else "loaded, other values")
             finally:
                 loaded.close()
         if _MARKER.exists():
@@ -294,6 +401,7 @@ def main() -> None:
     def warm_up() -> None:
         check(b"")
         check(b"\x00\x01\x02\x03")
+        check(bytes([BY_SIZE_MARKER]))  # the archive of a piece by size, made here: not in an input's time limit
 
     start(sys.argv, TestOneInput, ["piece_by_piece_serialize.artifact"], warm_up)
 

@@ -18,7 +18,9 @@ Seeds come from the real thing and from the test corpora, never typed by hand:
 * ``sym_expr``: the expressions of ``tests/corpus/sym_expr/`` (valid and invalid; the valid ones include what
   real exports write) and, with the structured marker, byte strings for the harness's structured mode;
 * ``archive``: deterministic pseudo-random byte strings (choices of mutations of a real archive), few of them,
-  as each input loads an archive.
+  as each input loads an archive; and as many again after the harness's ``BY_SIZE_MARKER``, which mutate its
+  archive of a piece by size (``python fuzz/make_corpus.py archive_by_size`` adds only these, beside the seeds
+  there).
 
 Dictionaries list each language's literal terminals, read from the grammar through the project's grammar
 loader (so they cannot drift from ``grammars/``), plus, for schemas, the most frequent type texts, names and
@@ -44,6 +46,7 @@ INPUT_SUFFIXES = {"schema": (".schema", ".txt", ".input"), "treespec": (".name",
 
 N_RANDOM_SEEDS = 200
 N_ARCHIVE_SEEDS = 24  # each replays a load of a real archive (~0.1 s)
+N_BY_SIZE_ARCHIVE_SEEDS = 24  # the same, of the archive of a piece by size
 N_TREE_NAMES = 300
 N_VALUE_SEEDS = 150
 DICT_TOKENS = 250
@@ -214,7 +217,20 @@ def main() -> int:
     )
     _sym_expr()
     _write_corpus("archive", _random_seeds(6, N_ARCHIVE_SEEDS))
+    _archive_by_size()
     return 0
+
+
+def _archive_by_size() -> None:
+    """The archive harness's seeds of its archive of a piece by size, added to the seeds there."""
+    import fuzz_archive
+
+    folder = FUZZ_DIR / "corpus" / "archive"
+    folder.mkdir(parents=True, exist_ok=True)
+    seeds = _random_seeds(7, N_BY_SIZE_ARCHIVE_SEEDS, bytes([fuzz_archive.BY_SIZE_MARKER]))
+    for seed in seeds:
+        (folder / hashlib.sha1(seed).hexdigest()).write_bytes(seed)
+    print(f"archive: {len(seeds)} seeds of the archive of a piece by size added", flush=True)
 
 
 def _sym_expr() -> None:
@@ -229,5 +245,8 @@ def _sym_expr() -> None:
 if __name__ == "__main__":
     if sys.argv[1:] == ["sym_expr"]:
         _sym_expr()
+        sys.exit(0)
+    if sys.argv[1:] == ["archive_by_size"]:
+        _archive_by_size()
         sys.exit(0)
     sys.exit(main())

@@ -146,6 +146,8 @@ class Archive:
     def json(self, member: str, limit: int = MAX_PROGRAM_BYTES, digest: bool = False) -> Any:
         try:
             return json.loads(self.text(member, limit, digest), parse_constant=_no_constant)
+        except ArtifactError:
+            raise  # a missing or unreadable member, refused as such (an ArtifactError is a ValueError: not "not JSON")
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             raise ArtifactError(self.path, f"{member} is not JSON: {exc}") from None
         except MemoryError:

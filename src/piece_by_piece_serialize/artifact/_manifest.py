@@ -475,6 +475,9 @@ def _read_operator(r: _Reader, data: Any, path: str) -> OperatorRecord:
     by_size = tuple(_read_by_size(r, e, f"{path}.by_size[{i}]") for i, e in enumerate(r.seq(d.get("by_size", []), f"{path}.by_size")))
     if "by_size" in d and (not by_size or program is not None or len(by_size) > MAX_BY_SIZE):
         raise r.fail(f"{path}.by_size", f"programs by size are 1 to {MAX_BY_SIZE}, only of an operator without a program of its own")
+    # the writer names each program once, and the reader accepts exactly what it writes (as for operators and calls)
+    if len({name for name, _ in by_size}) != len(by_size):
+        raise r.fail(f"{path}.by_size", "a program is named twice among the programs by size")
     calls = tuple(_read_call(r, c, f"{path}.calls[{i}]") for i, c in enumerate(r.seq(d["calls"], f"{path}.calls")))
     if len({c.key for c in calls}) != len(calls):
         raise r.fail(f"{path}.calls", "two call structures with the same key")
