@@ -49,6 +49,14 @@ def worse(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else max(a, b)
 
 
+def weights_of(module: torch.nn.Module, names: Sequence[str]) -> list[torch.Tensor]:
+    """``module``'s parameters and buffers named ``names`` (its own names, ``proj.weight``), in that order: a
+    piece's weights, its programs' first inputs (Note [weights as inputs] in :mod:`..custom_op`). Raises
+    ``KeyError`` for a name it has neither of; a buffer shadows a parameter of the same name."""
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    return [own[n] for n in names]
+
+
 def _caches_of(recorded: Recorded, call: Call | None) -> list[Any]:
     """The caches after a recorded call; for a cut ``call``, with only the cache layers it carries (Note [cut
     calls] in :mod:`..custom_op._slices`)."""
@@ -146,8 +154,7 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`described_calls`);
     with the key of the call structure it computes."""
     start = time.perf_counter()
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
+    weights = weights_of(module, names)
     flat = FlatCall(module, described[0].call, path, names)
     try:
         with tracing_path():
@@ -183,8 +190,7 @@ def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Re
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
     module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
+    weights = weights_of(module, names)
     runnable = runnables.get(id(program))
     if runnable is None:
         runnable = runnables[id(program)] = program.module()

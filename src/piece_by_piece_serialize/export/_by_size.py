@@ -33,7 +33,7 @@ import torch
 
 from ..domains import Domain, DomainError, domain_of
 from ..serialize import make_copy
-from ._alone import check_alone, contiguous, export_program, flat_result
+from ._alone import check_alone, contiguous, export_program, flat_result, weights_of
 from ._blame import Failure
 from ._examples import Example
 from ._flat import FlatCall
@@ -66,12 +66,6 @@ def shapes_of(weights: Sequence[Any], tensors: Sequence[Any]) -> list[tuple[int,
     return [tuple(t.shape) for t in (*weights, *tensors)]
 
 
-def _weights(module: torch.nn.Module, names: Sequence[str]) -> list[Any]:
-    """The piece's weights, its programs' first inputs, in the order of ``names`` (Note [weights as inputs])."""
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    return [own[n] for n in names]
-
-
 def _where(example: Example) -> str:
     return " ".join("x".join(map(str, t.shape)) for t in example.tensors if t.dim())
 
@@ -82,7 +76,7 @@ def _export(module: torch.nn.Module, path: str, names: tuple[str, ...], example:
     as a Mamba mixer's slow path runs) as a constant of the domain, where ``Dim.DYNAMIC`` would raise."""
     from torch.export import Dim
 
-    weights = _weights(module, names)
+    weights = weights_of(module, names)
     flat = FlatCall(module, example.call, path, names)
     tensors = contiguous(example.tensors)
     hints = [None if s is None else {d: Dim.AUTO for d in s if tensors[i].shape[d] > 1} or None for i, s in enumerate(specs)]
@@ -97,7 +91,7 @@ def export_by_size(module: torch.nn.Module, path: str, calls: list[Recorded], na
                    described: list[Example], specs: list[Any], verdict: Verdict) -> BySize | Failure:  # fmt: skip
     """The piece's programs by size from its recorded calls (Note [programs by size]), or why it has none."""
     start = time.perf_counter()
-    weights = _weights(module, names)
+    weights = weights_of(module, names)
     key = described[0].key
     pending = [i for i, e in enumerate(described) if e.key == key]
     result = BySize(key, names, specs)
@@ -130,7 +124,7 @@ def share_by_size(donor: BySize, module: torch.nn.Module, path: str, calls: list
                   verdict: Verdict) -> BySize | None:  # fmt: skip
     """An identical piece's programs by size for ``module`` (Note [shared programs] in :mod:`._reuse`), if each of
     its recorded calls falls in one of their domains and equals eager there; None otherwise."""
-    weights = _weights(module, donor.names)
+    weights = weights_of(module, donor.names)
     key = described[0].key
     trial = Verdict(verdict.atol, verdict.rtol)
     for recorded, example in zip(calls, described, strict=True):
@@ -153,7 +147,7 @@ def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example
         program, domain = _export(module, path, by_size.names, example, by_size.specs)
     except Exception as exc:
         return f"its program by size at {where} failed: {Failure.of(exc).message}"
-    shapes = shapes_of(_weights(module, by_size.names), example.tensors)
+    shapes = shapes_of(weights_of(module, by_size.names), example.tensors)
     if not domain.holds(shapes):
         return f"its program by size at {where} does not take the call it was exported from"
     error = judge(program, module, path, by_size.names, example.tensors, want, verdict, where)
@@ -170,7 +164,7 @@ def judge(program: Any, module: torch.nn.Module, path: str, names: tuple[str, ..
     trial = Verdict(verdict.atol, verdict.rtol)
     try:
         with torch.no_grad():
-            got = program.module()(*_weights(module, names), *contiguous(make_copy(list(tensors))))
+            got = program.module()(*weights_of(module, names), *contiguous(make_copy(list(tensors))))
         worst = trial.compare(path, want, list(got), f"the program by size of {path}")
     except Exception as exc:
         return f"its program by size fails at {where}: {Failure.of(exc).message}"
