@@ -28,6 +28,7 @@ import dataclasses
 import io
 import logging
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -172,6 +173,21 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     return program, None, seconds, worst, described[0].key
 
 
+def runnable_of(program: Any, runnables: dict[int, Any]) -> Any:
+    """``program.module()`` (about 18 ms for a tiny layer), made once and kept in ``runnables`` by the program's id
+    for every later run of it. Each call of the runnable still checks its inputs against the program's guards, and
+    raises on a size outside them.
+
+    Kept beside a weak reference to its program, and used only while that is the same program: a runnable does not
+    hold its program, and a program refused by its checks is freed, so its id may come back as a later program's,
+    which must not run the first one's graph. The weak reference keeps a refused program from living as long as the
+    job."""
+    held = runnables.get(id(program))
+    if held is None or held[0]() is not program:
+        held = runnables[id(program)] = (weakref.ref(program), program.module())
+    return held[1]
+
+
 @dataclasses.dataclass(frozen=True)
 class RefusedCall(Failure):
     """Why a piece's own program is not kept: torch exported it, and it failed on one of the piece's recorded
@@ -189,11 +205,9 @@ def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Re
                 runnables: dict[int, Any], verdict: Verdict) -> float | None:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
-    module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
+    module (:func:`runnable_of`) for the identical pieces that run it too."""
     weights = weights_of(module, names)
-    runnable = runnables.get(id(program))
-    if runnable is None:
-        runnable = runnables[id(program)] = program.module()
+    runnable = runnable_of(program, runnables)
     worst: float | None = 0.0
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:
