@@ -12,13 +12,12 @@ import math
 import pytest
 import torch
 
-from piece_by_piece_serialize import extract_names_from_schema
-from piece_by_piece_serialize.errors import SchemaError
-from piece_by_piece_serialize.schema import ListType, ListValue, OptionalType, parse_schema
-
 from _schema_oracle import both
 from _torch_registry import TORCH_2_13_REGISTERED as REGISTERED
 from _torch_registry import shipped_schemas
+from piece_by_piece_serialize import extract_names_from_schema
+from piece_by_piece_serialize.errors import SchemaError
+from piece_by_piece_serialize.schema import ListType, ListValue, OptionalType, parse_schema
 
 # What torch registers on import: the schemas a clean interpreter lists (other test modules import parts of torch
 # that register more operators in Python, and register their own), as this process's registry holds them.
@@ -153,7 +152,7 @@ def test_reference_vectors_agree_with_torch():
         accepted += 1
     rejected = 0
     for text in REJECT:
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError):
             torch._C.parse_schema(text)
         with pytest.raises(SchemaError):
             parse_schema(text)
@@ -238,7 +237,7 @@ def _same(ours, theirs) -> bool:
     if isinstance(theirs, torch.device):
         return str(theirs) == ours
     if isinstance(theirs, float) and isinstance(ours, float):
-        return ours == theirs and math.copysign(1, ours) == math.copysign(1, theirs) or (ours == theirs == 0.0)
+        return (ours == theirs and math.copysign(1, ours) == math.copysign(1, theirs)) or (ours == theirs == 0.0)
     return type(ours) is type(theirs) and ours == theirs
 
 
