@@ -332,3 +332,24 @@ def test_identical_pieces_that_fail_alone_share_one_failed_export(monkeypatch: A
         for n in (1, 5):
             x = torch.randn(n, 4)
             torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+
+
+
+def test_a_programs_runnable_is_made_once_kept_to_that_program_and_still_checks_its_inputs() -> None:
+    import weakref
+
+    from piece_by_piece_serialize.export._alone import runnable_of
+
+    program = torch.export.export(torch.nn.Linear(4, 4), (torch.ones(2, 4),))
+    runnables: dict[int, Any] = {}
+    runnable = runnable_of(program, runnables)
+    assert runnable_of(program, runnables) is runnable
+    for _ in range(2):  # on every call, not only the first: _by_size.judge relies on it to refuse other sizes
+        with pytest.raises(Exception, match="Guard failed"):
+            runnable(torch.ones(3, 4))
+    # what the cache holds under the id of a program freed since, whose id this program now has: not for it
+    other = torch.export.export(torch.nn.Linear(4, 4), (torch.ones(2, 4),))
+    runnables[id(program)] = (weakref.ref(other), "the other program's runnable")
+    fresh = runnable_of(program, runnables)
+    assert fresh is not runnable and fresh != "the other program's runnable"
+    assert torch.equal(fresh(torch.ones(2, 4)), program.module()(torch.ones(2, 4)))

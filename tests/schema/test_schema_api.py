@@ -12,6 +12,7 @@ import piece_by_piece_serialize as pbp
 from piece_by_piece_serialize._lalr.grammar import build_parser
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import (
+    _NAMES_MAX,
     MAX_TYPE_DEPTH,
     AliasInfo,
     Argument,
@@ -23,7 +24,6 @@ from piece_by_piece_serialize.schema import (
     OptionalType,
     Return,
     TypeVar,
-    _NAMES_MAX,
     _names,
     extract_names_from_schema,
     parse_operator_name,

@@ -14,9 +14,9 @@ import itertools
 
 import pytest
 
+from _schema_oracle import both
 from piece_by_piece_serialize.errors import SchemaError
-from piece_by_piece_serialize.schema import BaseType, OptionalType, UnionType, parse_schema, torch_class_exists
-from piece_by_piece_serialize.schema import _all_types
+from piece_by_piece_serialize.schema import BaseType, OptionalType, UnionType, _all_types, parse_schema, torch_class_exists
 
 SCALAR = BaseType("Scalar")
 
@@ -56,26 +56,13 @@ def _documented(schema: object) -> bool:
     return False
 
 
-def _both(text: str) -> tuple[object | None, object | None]:
-    """(torch's schema, ours) for ``text``, None where that parser refuses it."""
-    try:
-        theirs = torch._C.parse_schema(text)
-    except RuntimeError:
-        theirs = None
-    try:
-        ours = parse_schema(text)
-    except SchemaError:
-        ours = None
-    return theirs, ours
-
-
 def test_union_grid_agrees_with_torch() -> None:
     """Accept/reject and printed text agree with torch on every grid case; our text is a fixed point."""
     cases = _cases()
     counts = {"both reject": 0, "same text": 0, "documented deviation": 0}
     disagreements = []
     for t in cases:
-        theirs, ours = _both(f"f({t} x) -> ()")
+        theirs, ours = both(f"f({t} x) -> ()")
         if theirs is None or ours is None:
             if theirs is None and ours is None:
                 counts["both reject"] += 1
@@ -156,7 +143,7 @@ def test_unions_of_type_variables_agree_with_torch() -> None:
     for n in (2, 3):
         for members in itertools.permutations(TYPEVAR_MEMBERS, n):
             text = f"f(Union({', '.join(members)}) x) -> ()"
-            theirs, ours = _both(text)
+            theirs, ours = both(text)
             assert (ours is None) == (theirs is None), (text, ours and str(ours))
             if ours is None:
                 refused += 1

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import random
 
-from piece_by_piece_serialize.schema import _union as st
 from piece_by_piece_serialize.errors import SchemaError
 from piece_by_piece_serialize.schema import ClassType, TypeVar, _all_types, parse_schema
+from piece_by_piece_serialize.schema import _union as st
 
 ATOMS = [
     "int", "float", "complex", "Scalar", "SymInt", "str", "bool", "NoneType", "Tensor", "Any", "AnyClassType",

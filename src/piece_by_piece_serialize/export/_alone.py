@@ -28,6 +28,7 @@ import dataclasses
 import io
 import logging
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -47,6 +48,14 @@ from ._verdict import Verdict
 def worse(a: float | None, b: float | None) -> float | None:
     """The larger of two differences; None (not compared) if either is."""
     return None if a is None or b is None else max(a, b)
+
+
+def weights_of(module: torch.nn.Module, names: Sequence[str]) -> list[torch.Tensor]:
+    """``module``'s parameters and buffers named ``names`` (its own names, ``proj.weight``), in that order: a
+    piece's weights, its programs' first inputs (Note [weights as inputs] in :mod:`..custom_op`). Raises
+    ``KeyError`` for a name it has neither of; a buffer shadows a parameter of the same name."""
+    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    return [own[n] for n in names]
 
 
 def _caches_of(recorded: Recorded, call: Call | None) -> list[Any]:
@@ -146,8 +155,7 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     dimensions those that differ between its recorded calls (``described``, ``specs``: :func:`described_calls`);
     with the key of the call structure it computes."""
     start = time.perf_counter()
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
+    weights = weights_of(module, names)
     flat = FlatCall(module, described[0].call, path, names)
     try:
         with tracing_path():
@@ -163,6 +171,21 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
         return None, _refusing(exc), time.perf_counter() - start, None, None
     return program, None, seconds, worst, described[0].key
+
+
+def runnable_of(program: Any, runnables: dict[int, Any]) -> Any:
+    """``program.module()`` (about 18 ms for a tiny layer), made once and kept in ``runnables`` by the program's id
+    for every later run of it. Each call of the runnable still checks its inputs against the program's guards, and
+    raises on a size outside them.
+
+    Kept beside a weak reference to its program, and used only while that is the same program: a runnable does not
+    hold its program, and a program refused by its checks is freed, so its id may come back as a later program's,
+    which must not run the first one's graph. The weak reference keeps a refused program from living as long as the
+    job."""
+    held = runnables.get(id(program))
+    if held is None or held[0]() is not program:
+        held = runnables[id(program)] = (weakref.ref(program), program.module())
+    return held[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,12 +205,9 @@ def check_alone(program: Any, module: torch.nn.Module, path: str, calls: list[Re
                 runnables: dict[int, Any], verdict: Verdict) -> float | None:  # fmt: skip
     """The largest difference between ``program`` run on ``module``'s weights and its recorded calls of the
     program's structure, and the eager outputs recorded for them; ``runnables`` keeps each program's runnable
-    module (``program.module()``, about 18 ms for a tiny layer) for the identical pieces that run it too."""
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    weights = [own[n] for n in names]
-    runnable = runnables.get(id(program))
-    if runnable is None:
-        runnable = runnables[id(program)] = program.module()
+    module (:func:`runnable_of`) for the identical pieces that run it too."""
+    weights = weights_of(module, names)
+    runnable = runnable_of(program, runnables)
     worst: float | None = 0.0
     for recorded, example in zip(calls, described, strict=True):
         if example.key == described[0].key:

@@ -33,7 +33,7 @@ import torch
 
 from ..domains import Domain, DomainError, domain_of
 from ..serialize import make_copy
-from ._alone import check_alone, contiguous, export_program, flat_result
+from ._alone import check_alone, contiguous, export_program, flat_result, runnable_of, weights_of
 from ._blame import Failure
 from ._examples import Example
 from ._flat import FlatCall
@@ -66,12 +66,6 @@ def shapes_of(weights: Sequence[Any], tensors: Sequence[Any]) -> list[tuple[int,
     return [tuple(t.shape) for t in (*weights, *tensors)]
 
 
-def _weights(module: torch.nn.Module, names: Sequence[str]) -> list[Any]:
-    """The piece's weights, its programs' first inputs, in the order of ``names`` (Note [weights as inputs])."""
-    own = {**dict(module.named_parameters()), **dict(module.named_buffers())}
-    return [own[n] for n in names]
-
-
 def _where(example: Example) -> str:
     return " ".join("x".join(map(str, t.shape)) for t in example.tensors if t.dim())
 
@@ -82,7 +76,7 @@ def _export(module: torch.nn.Module, path: str, names: tuple[str, ...], example:
     as a Mamba mixer's slow path runs) as a constant of the domain, where ``Dim.DYNAMIC`` would raise."""
     from torch.export import Dim
 
-    weights = _weights(module, names)
+    weights = weights_of(module, names)
     flat = FlatCall(module, example.call, path, names)
     tensors = contiguous(example.tensors)
     hints = [None if s is None else {d: Dim.AUTO for d in s if tensors[i].shape[d] > 1} or None for i, s in enumerate(specs)]
@@ -97,7 +91,7 @@ def export_by_size(module: torch.nn.Module, path: str, calls: list[Recorded], na
                    described: list[Example], specs: list[Any], verdict: Verdict) -> BySize | Failure:  # fmt: skip
     """The piece's programs by size from its recorded calls (Note [programs by size]), or why it has none."""
     start = time.perf_counter()
-    weights = _weights(module, names)
+    weights = weights_of(module, names)
     key = described[0].key
     pending = [i for i, e in enumerate(described) if e.key == key]
     result = BySize(key, names, specs)
@@ -127,10 +121,11 @@ def export_by_size(module: torch.nn.Module, path: str, calls: list[Recorded], na
 
 
 def share_by_size(donor: BySize, module: torch.nn.Module, path: str, calls: list[Recorded], described: list[Example],
-                  verdict: Verdict) -> BySize | None:  # fmt: skip
+                  runnables: dict[int, Any], verdict: Verdict) -> BySize | None:  # fmt: skip
     """An identical piece's programs by size for ``module`` (Note [shared programs] in :mod:`._reuse`), if each of
-    its recorded calls falls in one of their domains and equals eager there; None otherwise."""
-    weights = _weights(module, donor.names)
+    its recorded calls falls in one of their domains and equals eager there (each program run as :func:`judge`
+    runs it); None otherwise."""
+    weights = weights_of(module, donor.names)
     key = described[0].key
     trial = Verdict(verdict.atol, verdict.rtol)
     for recorded, example in zip(calls, described, strict=True):
@@ -138,14 +133,15 @@ def share_by_size(donor: BySize, module: torch.nn.Module, path: str, calls: list
             continue
         program = donor.choose(shapes_of(weights, example.tensors))
         want = flat_result(path, recorded, example.call)
-        if program is None or judge(program, module, path, donor.names, example.tensors, want, trial, "its recorded calls") is not None:
+        if program is None or judge(program, module, path, donor.names, runnables, example.tensors, want, trial, "its recorded calls") is not None:
             return None
     return BySize(key, donor.names, donor.specs, list(donor.programs), 0.0, donor.worst)
 
 
-def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example, want: list[Any], verdict: Verdict, where: str) -> str | None:
+def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example, want: list[Any], runnables: dict[int, Any],
+           verdict: Verdict, where: str) -> str | None:  # fmt: skip
     """A call at a point of the declared ranges that no domain of ``by_size`` holds for: its own program, checked
-    on it, added; or why not (then the piece has no programs by size)."""
+    on it (:func:`judge`), added; or why not (then the piece has no programs by size)."""
     if len(by_size.programs) == MOST:
         return f"its calls need more than {MOST} programs by size (at {where})"
     start = time.perf_counter()
@@ -153,10 +149,10 @@ def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example
         program, domain = _export(module, path, by_size.names, example, by_size.specs)
     except Exception as exc:
         return f"its program by size at {where} failed: {Failure.of(exc).message}"
-    shapes = shapes_of(_weights(module, by_size.names), example.tensors)
+    shapes = shapes_of(weights_of(module, by_size.names), example.tensors)
     if not domain.holds(shapes):
         return f"its program by size at {where} does not take the call it was exported from"
-    error = judge(program, module, path, by_size.names, example.tensors, want, verdict, where)
+    error = judge(program, module, path, by_size.names, runnables, example.tensors, want, verdict, where)
     if error is not None:
         return error
     by_size.programs.append((program, domain, _where(example)))
@@ -164,13 +160,15 @@ def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example
     return None
 
 
-def judge(program: Any, module: torch.nn.Module, path: str, names: tuple[str, ...], tensors: Sequence[Any], want: list[Any],
-          verdict: Verdict, where: str) -> str | None:  # fmt: skip
-    """``program`` against eager's outputs ``want`` on one call; why it is not kept, or None."""
+def judge(program: Any, module: torch.nn.Module, path: str, names: tuple[str, ...], runnables: dict[int, Any], tensors: Sequence[Any],
+          want: list[Any], verdict: Verdict, where: str) -> str | None:  # fmt: skip
+    """``program`` against eager's outputs ``want`` on one call; why it is not kept, or None. The program runs as
+    its runnable module, made once per program in ``runnables`` (:func:`._alone.runnable_of`), whose guards refuse
+    a call outside its domain: that refusal is a reason here too."""
     trial = Verdict(verdict.atol, verdict.rtol)
     try:
         with torch.no_grad():
-            got = program.module()(*_weights(module, names), *contiguous(make_copy(list(tensors))))
+            got = runnable_of(program, runnables)(*weights_of(module, names), *contiguous(make_copy(list(tensors))))
         worst = trial.compare(path, want, list(got), f"the program by size of {path}")
     except Exception as exc:
         return f"its program by size fails at {where}: {Failure.of(exc).message}"

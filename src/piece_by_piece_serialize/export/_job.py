@@ -116,7 +116,7 @@ class Job(RangeChecks):
         # without values, each piece whose checks are those of an identical piece before it, and that piece (Note
         # [identical pieces without values])
         self.twins: dict[str, str] = {}
-        self.own_runnables: dict[int, Any] = {}  # program.module() of each own program, made once
+        self.own_runnables: dict[int, Any] = {}  # program.module() of each own program and program by size, made once
         self.unguarded: dict[int, Any] = {}  # and without its guards, as a loaded archive runs it
         # the pieces without a program of their own that have programs by size (Note [programs by size]), and why
         # the others that were tried have none
@@ -356,7 +356,7 @@ class Job(RangeChecks):
             return
         for donor, donor_module, donor_described, donor_specs in self.size_donors:
             if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs) and donor in self.by_size:
-                shared = share_by_size(self.by_size[donor], module, path, calls, described, self.verdict)
+                shared = share_by_size(self.by_size[donor], module, path, calls, described, runnables, self.verdict)
                 if shared is not None:  # an identical piece's programs, each checked on this piece's own calls
                     self.by_size[path] = shared
                     _log.info("piece %s: the programs by size of %s", path, donor)

@@ -72,6 +72,7 @@ class RangeChecks:
     suggested: list[str]
     runnable: Any
     own: dict[str, tuple[Any, Failure | None, float, float | None, str | None]]
+    own_runnables: dict[int, Any]
     unguarded: dict[int, Any]
     by_size: dict[str, BySize]
     by_size_failed: dict[str, str]
@@ -245,7 +246,7 @@ class RangeChecks:
             if program is None:
                 uncovered.append(path)
                 return
-            error = judge(program, self.wrappers[path]._pbp_original, path, by_size.names, tensors, out, self.verdict, where)
+            error = judge(program, self.wrappers[path]._pbp_original, path, by_size.names, self.own_runnables, tensors, out, self.verdict, where)
             if error is not None:
                 self._drop_by_size(path, error)
 
@@ -268,10 +269,10 @@ class RangeChecks:
             want = flat_result(path, calls[0], described[0].call)
             twin = made.get(id(by_size.programs[0][0]))
             if (twin is not None and twin[1].holds(shapes_of(wrapper._pbp_op.weights_of(), described[0].tensors))
-                    and judge(twin[0], wrapper._pbp_original, path, by_size.names, described[0].tensors, want, self.verdict, where) is None):  # fmt: skip
+                    and judge(twin[0], wrapper._pbp_original, path, by_size.names, self.own_runnables, described[0].tensors, want, self.verdict, where) is None):  # fmt: skip
                 by_size.programs.append(twin)
                 continue
-            error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.verdict, where)
+            error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.own_runnables, self.verdict, where)
             if error is not None:
                 self._drop_by_size(path, error)
             else:
