@@ -32,7 +32,7 @@ import_torch("load_piece_by_piece")  # the install line when torch is missing, b
 
 import torch
 
-from ..domains import DomainError, domain_of
+from ..domains import Domain, DomainError, domain_of
 from ._archive import Archive
 from ._checkpoint import CheckpointError
 from ._errors import ArtifactError
@@ -49,14 +49,16 @@ class LoadedPieceByPiece(FlatProgramModule):
     :meth:`close` frees its operators (they are freed when it is garbage collected anyway)."""
 
     def __init__(self, program: Any, manifest: Manifest, operators: list[LoadedOperator]) -> None:
-        super().__init__(program, call_of(manifest.call), manifest.call.key, None, "load_piece_by_piece(...)")
-        self.__dict__["manifest"] = manifest
         # torch runs a loaded program without its guards (Note [guard cost]): they are checked here, as the ONNX
-        # file checks them (Note [the file's sizes] in ..onnx_export)
+        # file checks them (Note [the file's sizes] in ..onnx_export), and in place of torch's own check of the
+        # sizes (Note [one check of the sizes])
         try:
-            self.__dict__["domain"] = domain_of(program)
+            domain: Domain | None = domain_of(program)
         except DomainError as exc:
+            domain = None
             warnings.warn(f"load_piece_by_piece: calls are not checked against the program's guards, which hold a form this library does not read ({exc})", stacklevel=3)
+        super().__init__(program, call_of(manifest.call), manifest.call.key, None, "load_piece_by_piece(...)", domain)
+        self.__dict__["manifest"] = manifest
         self.__dict__["_finalizer"] = weakref.finalize(self, _close_all, operators)
 
     manifest: Manifest

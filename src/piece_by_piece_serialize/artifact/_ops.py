@@ -23,8 +23,9 @@ import torch
 
 from ..custom_op._calls import Call, caches_after, flat_outputs, rebuild_arguments
 from ..custom_op._shapes import evaluate
-from ..domains import domain_of
+from ..domains import Domain, domain_of
 from ._manifest import CallRecord, OperatorRecord
+from ._runnable import checked_runner
 
 SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
 
@@ -45,6 +46,16 @@ def dtype_named(name: str) -> torch.dtype | None:
     return value if isinstance(value, torch.dtype) else None
 
 
+def _sizes(tensors: Sequence[Any]) -> str:
+    return ", ".join("x".join(map(str, t.shape)) for t in tensors)
+
+
+def _by_size(program: Any) -> tuple[Domain, Any]:
+    """A program by size and its module, checked by its domain alone (Note [one check of the sizes])."""
+    domain, runner = checked_runner(program)
+    return domain if domain is not None else domain_of(program), runner  # domain_of raises the DomainError
+
+
 class LoadedOperator:
     """One operator of a loaded artifact (see the module docstring)."""
 
@@ -52,8 +63,12 @@ class LoadedOperator:
         self.qualname = f"{namespace}::{record.name}"
         self.record = record
         self.calls = {c.key: (c, call_of(c, self.qualname)) for c in record.calls}
-        self.runner = None if program is None else program.module()
-        self.by_size = [(domain_of(p), p.module()) for p in by_size]
+        # Note [one check of the sizes]: the own program's shapes and ranges, where they read, are its only check
+        self.domain: Domain | None = None
+        self.runner: Any = None
+        if program is not None:
+            self.domain, self.runner = checked_runner(program, guards=False)
+        self.by_size = [_by_size(p) for p in by_size]
         self.implementation = implementation
         self.lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
         self.lib.define(f"{record.name}{SCHEMA}")  # type: ignore[no-untyped-call]
@@ -72,6 +87,12 @@ class LoadedOperator:
     def _real(self, tensors: list[Any], weights: list[Any], key: str) -> list[Any]:
         record, call = self._lookup(key)
         if self.runner is not None and key == self.record.program_key:
+            if self.domain is not None and not self.domain.holds([tuple(t.shape) for t in (*weights, *tensors)]):
+                raise ValueError(
+                    f"{self.qualname}: the program of {self.record.piece} was not exported for these input sizes "
+                    f"({_sizes(tensors)}): its ranges refuse them ({self.domain}); export from examples of "
+                    "these sizes (Note [one check of the sizes])"
+                )
             return list(self.runner(*weights, *tensors))
         if self.by_size and key == self.record.program_key:
             shapes = [tuple(t.shape) for t in (*weights, *tensors)]
@@ -79,9 +100,8 @@ class LoadedOperator:
             if runner is not None:
                 return list(runner(*weights, *tensors))
             if self.implementation is None:
-                sizes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
                 raise ValueError(
-                    f"{self.qualname}: {self.record.piece} has no program for these input sizes ({sizes}): none of its "
+                    f"{self.qualname}: {self.record.piece} has no program for these input sizes ({_sizes(tensors)}): none of its "
                     f"{len(self.by_size)} programs by size was exported for them; pass its class or an instance in "
                     "implementations= to run its module there"
                 )

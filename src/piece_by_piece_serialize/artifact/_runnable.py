@@ -5,7 +5,22 @@ operators do (Note [call keys] in :mod:`..custom_op`), refuses a call whose stru
 program was exported for, runs the program, and rebuilds the output, writing the caches back into the
 caller's objects (Note [write back]).
 
-Imports: :mod:`..custom_op` (the call structure, its sites); torch.
+Note [one check of the sizes]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+``program.module()`` checks its inputs on every call (torch's ``_check_input_constraints_pre_hook``): each
+size against its placeholder's symbol and range, in sympy, about 0.3 ms per program call of a tiny decoder
+layer; in a loaded 8-layer decode step it was 70% of the call's time, which then took 4.4x eager's. A program's
+domain (Note [domains] in :mod:`..domains`) holds the same conditions, and the inputs' ranks, evaluated on plain
+integers in microseconds. So where the domain reads, a loaded program is checked by it alone and torch's check
+is turned off with the module's own switch (``validate_inputs``); where it does not read, torch's check stays.
+
+A piece's own program is checked on its shapes and ranges, as torch checked it, not on its guards: torch runs a
+loaded program without them (Note [guard cost]), and the export judged the program without them at the points
+of the declared ranges (Note [every declared range] in ..export), where a hint's guard (a size other than 1)
+refuses sizes the program computes right (one new token). The top program's domain and the programs by size's
+hold their guards too (Note [the file's sizes] in ..onnx_export, Note [programs by size]).
+
+Imports: :mod:`..custom_op` (the call structure, its sites), :mod:`..domains`; torch.
 """
 
 from __future__ import annotations
@@ -16,6 +31,20 @@ import torch
 
 from ..custom_op._calls import Call, describe_call, difference, finish_call
 from ..custom_op._sites import Sites
+from ..domains import Domain, DomainError, domain_of
+
+
+def checked_runner(program: Any, guards: bool = True) -> tuple[Domain | None, Any]:
+    """``program``'s domain, with its guards or not (None where it holds a form :mod:`..domains` does not read),
+    and its module, which skips torch's own check of its inputs where the domain reads: the caller checks the
+    domain (Note [one check of the sizes])."""
+    runner = program.module()
+    try:
+        domain = domain_of(program, guards)
+    except DomainError:
+        return None, runner
+    runner.validate_inputs = False
+    return domain, runner
 
 
 class CallStructureError(ValueError):
@@ -27,9 +56,14 @@ class CallStructureError(ValueError):
 class FlatProgramModule(torch.nn.Module):
     """``program`` (a ``torch.export.ExportedProgram`` of flat tensors) called with the model's own arguments."""
 
-    def __init__(self, program: Any, call: Call, key: str, owner: Any, name: str) -> None:
+    def __init__(self, program: Any, call: Call, key: str, owner: Any, name: str, domain: Domain | None = None) -> None:
+        """``domain``: the program's, checked on every call instead of torch's own check (Note [one check of the
+        sizes]); None keeps torch's check."""
         super().__init__()
         self.program = program.module()
+        if domain is not None:
+            self.program.validate_inputs = False
+        self.__dict__["domain"] = domain
         # plain attributes: the structure, and whatever keeps the program's operators registered
         self.__dict__["call"] = call
         self.__dict__["key"] = key
@@ -42,6 +76,7 @@ class FlatProgramModule(torch.nn.Module):
     owner: Any
     name: str
     sites: Sites
+    domain: Domain | None
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         found = self.sites.match(args, kwargs)
@@ -55,7 +90,7 @@ class FlatProgramModule(torch.nn.Module):
             self.sites.add(args, kwargs, self.call, key)
         else:
             tensors = found[1]
-        domain = self.__dict__.get("domain")
+        domain = self.domain
         if domain is not None and not domain.holds([tuple(t.shape) for t in tensors]):
             sizes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
             raise ValueError(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -110,40 +111,65 @@ class Domain:
     conditions: tuple[Expr, ...]
     n_inputs: int  # the program's flat inputs
     free: tuple[Size, ...] = ()  # the sizes the program takes as symbols (exported as dynamic), first of each
+    ranks: tuple[int, ...] | None = None  # each input's number of dimensions; None: not checked (an ONNX input's type fixes it)
 
     def holds(self, shapes: Sequence[Sequence[int]]) -> bool:
         """Whether inputs of these shapes (one per flat input) are in the domain."""
         if len(shapes) != self.n_inputs:
             return False
+        if self.ranks is not None and any(len(s) != r for s, r in zip(shapes, self.ranks, strict=True)):
+            return False  # a size of an extra dimension would be checked by no condition
+        fixed, pairs, rest = self._plan
         try:
-            values = [_value(c, shapes) for c in self.conditions]  # all of them, as ONNX computes them
+            if any(shapes[i][d] != v for i, d, v in fixed) or any(shapes[i][d] != shapes[j][e] for (i, d), (j, e) in pairs):
+                return False
+            values = [_value(c, shapes) for c in rest]  # all of them, as ONNX computes them
         except (_Zero, IndexError):
             return False
         return all(values)
+
+    @functools.cached_property
+    def _plan(self) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[tuple[int, int], tuple[int, int]], ...], tuple[Expr, ...]]:
+        """The conditions ``size == constant`` as triples (most of a layer's: its weights' sizes) and ``size == size``
+        as pairs, compared without walking an expression, and the others (Note [one check of the sizes] in
+        ..artifact: they are checked on every call)."""
+        fixed, pairs, rest = [], [], []
+        for c in self.conditions:
+            match c:
+                case Op("eq", (Size(i, d), Const(v))):
+                    fixed.append((i, d, v))
+                case Op("eq", (Size(i, d), Size(j, e))):
+                    pairs.append(((i, d), (j, e)))
+                case _:
+                    rest.append(c)
+        return tuple(fixed), tuple(pairs), tuple(rest)
 
     def __str__(self) -> str:
         return " and ".join(str(c) for c in self.conditions) or "any sizes"
 
 
-def domain_of(program: Any) -> Domain:
+def domain_of(program: Any, guards: bool = True) -> Domain:
     """The domain of an exported program whose inputs are one varargs ``tensors`` (a piece's flat call) or named
-    tensors; raises :class:`DomainError` on a form it does not read."""
+    tensors; raises :class:`DomainError` on a form it does not read. Without ``guards``: its inputs' shapes and
+    ranges only, what torch checks of a program's inputs when it runs it without its guards."""
     placeholders = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     conditions: list[Expr] = []
     bound: dict[Any, Expr] = {}  # a symbol -> the first size it names
+    ranks = []
     for index, name in enumerate(placeholders):
         value = nodes[name].meta.get("val")
         if value is None or not hasattr(value, "shape"):
             raise DomainError(f"input {name} of the program is not a tensor")
+        ranks.append(len(value.shape))
         for dim, size in enumerate(value.shape):
             conditions.extend(_size_condition(Size(index, dim), size, bound))
             conditions.extend(_range_conditions(Size(index, dim), size, program.range_constraints))
     names = {name: i for i, name in enumerate(placeholders)}
-    for text in getattr(program, "_guards_code", None) or ():
+    for text in (getattr(program, "_guards_code", None) or ()) if guards else ():
         conditions.append(_guard(text, names))
     free = tuple(at for at in bound.values() if isinstance(at, Size))
-    return Domain(tuple(dict.fromkeys(conditions)), len(placeholders), free)
+    return Domain(tuple(dict.fromkeys(conditions)), len(placeholders), free, tuple(ranks))
 
 
 def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Expr]:
@@ -164,6 +190,9 @@ def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Exp
         (symbol,) = expr.free_symbols - bound.keys()
         a, b = _linear(expr, symbol)
         rest = Op("sub", (at, _from_sympy(b, bound)))
+        if a == 1:  # s = size - b, with nothing to divide
+            bound[symbol] = rest
+            return
         yield Op("eq", (Op("mod", (rest, Const(a))), Const(0)))
         bound[symbol] = Op("floordiv", (rest, Const(a)))
     else:
