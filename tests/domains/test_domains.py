@@ -3,6 +3,7 @@ and in onnxruntime, over every size of a grid: counted, not sampled."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -138,3 +139,37 @@ def test_floor_and_ceil_of_a_division_as_torch_prints_them() -> None:
     for seq in range(1, 41):
         shapes = [(8,), (2, seq, 8)]
         assert domain.holds(shapes) == (plain.holds(shapes) and seq // 4 >= 2 and -(-seq // 4) <= 3), seq
+
+
+def test_sizes_equal_to_constants_and_to_each_other_are_compared_as_vectors_in_onnxruntime_as_in_python() -> None:
+    """Note [one check of the sizes]: ``size == constant`` and ``size == size`` are gathered and compared at once, in
+    Python and in ONNX; with the others, over a grid of three inputs' sizes, and ranks checked in Python."""
+    onnx = pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    import numpy
+
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+    from piece_by_piece_serialize.domains._onnx import domain_nodes
+
+    conditions = (
+        Op("eq", (Size(0, 1), Const(4))), Op("eq", (Size(2, 0), Const(3))),  # fixed
+        Op("eq", (Size(1, 0), Size(0, 0))), Op("eq", (Size(2, 1), Size(1, 1))),  # pairs
+        Op("le", (Size(0, 0), Const(5))),  # another
+    )  # fmt: skip
+    domain = Domain(conditions, 3, (Size(0, 0),), (2, 2, 2))
+    nodes, out = domain_nodes(domain, ["a", "b", "c"], "d_")
+    inputs = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [f"{n}0", f"{n}1"]) for n in "abc"]
+    graph = onnx.helper.make_graph(nodes, "domain", inputs, [onnx.helper.make_tensor_value_info(out, onnx.TensorProto.BOOL, [])])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    held = total = 0
+    for a0, a1, b0, b1, c0, c1 in itertools.product((3, 4, 6), (4, 5), (3, 4), (1, 2), (3, 2), (1, 2)):
+        shapes = [(a0, a1), (b0, b1), (c0, c1)]
+        feeds = {n: numpy.zeros(s, numpy.float32) for n, s in zip("abc", shapes, strict=True)}
+        want = a1 == 4 and c0 == 3 and b0 == a0 and c1 == b1 and a0 <= 5
+        assert bool(session.run(None, feeds)[0]) == domain.holds(shapes) == want, shapes
+        held += want
+        total += 1
+    assert (held, total) == (4, 96)
+    assert not domain.holds([(4, 4), (4, 1), (3, 1, 1)])  # a third dimension: no condition would see its size

@@ -3,7 +3,10 @@
 Sizes are read with ``Shape(start=d, end=d+1)`` (an int64 tensor of one element), computed on with ONNX's integer
 operators, and compared; floor division is ``(a - a mod b) / b`` (``Mod`` with ``fmod=0`` takes the divisor's
 sign, as Python's ``%``, and the division is then exact, which ``Div``'s truncation computes right), a divisor of
-zero is replaced by one and makes the domain false, and the conditions are joined by ``And``.
+zero is replaced by one and makes the domain false. The conditions ``size == constant`` are one comparison of
+the inputs' shapes, gathered, with a constant vector, those ``size == size`` one comparison of two gathers, and all
+conditions are joined by one ``ReduceMin`` (the nodes run on
+every call).
 
 Imports: onnx, on use.
 """
@@ -43,6 +46,24 @@ class _Writer:
 
         kind = onnx.TensorProto.BOOL if isinstance(value, bool) else onnx.TensorProto.INT64
         return self.node("Constant", [], value=onnx.helper.make_tensor(self.fresh() + "v", kind, [1], [value]))
+
+    def vector(self, values: Sequence[int]) -> str:
+        import onnx
+
+        return self.node("Constant", [], value=onnx.helper.make_tensor(self.fresh() + "v", onnx.TensorProto.INT64, [len(values)], list(values)))
+
+    def sizes(self, at: Sequence[tuple[int, int]], ranks: Sequence[int] | None) -> str:
+        """The sizes ``(input, dim)`` of ``at``, in order, in one vector: each input's whole shape read once, and
+        gathered (ranks unknown: each size read alone)."""
+        if ranks is None:
+            sizes = [self.node("Shape", [self.inputs[i]], start=d, end=d + 1) for i, d in at]
+            return self.node("Concat", sizes, axis=0) if len(sizes) > 1 else sizes[0]
+        offsets: dict[int, int] = {}
+        for i, _ in at:
+            offsets.setdefault(i, sum(ranks[j] for j in offsets))
+        shapes = [self.node("Shape", [self.inputs[i]]) for i in offsets]
+        every = self.node("Concat", shapes, axis=0) if len(shapes) > 1 else shapes[0]
+        return self.node("Gather", [every, self.vector([offsets[i] + d for i, d in at])], axis=0)
 
     def integer(self, e: Expr) -> str:
         name = self.write(e)
@@ -95,15 +116,33 @@ def _truth(e: Expr) -> bool:
 
 def domain_nodes(domain: Domain, inputs: Sequence[str], prefix: str) -> tuple[list[Any], str]:
     """The nodes computing whether ``inputs`` (the names of the program's flat inputs, in order) are in
-    ``domain``, and the name of their boolean scalar; every name they make starts with ``prefix``."""
-    writer = _Writer(inputs, prefix)
-    terms = [writer.truth(c) for c in domain.conditions]
-    terms += writer.nonzero
-    out = terms[0] if terms else writer.const(True)
-    for t in terms[1:]:
-        out = writer.node("And", [out, t])
+    ``domain``, and the name of their boolean scalar; every name they make starts with ``prefix``.
+
+    They run on every call, so they are few (Note [one check of the sizes] in ..artifact): most of a layer's
+    conditions, ``size == constant`` (its weights' sizes) and ``size == size``, are two comparisons of vectors,
+    and the conditions are joined by one reduction, not a chain of ``And``."""
     import onnx
 
+    writer = _Writer(inputs, prefix)
+    fixed, pairs, rest = domain._plan
+    terms = [writer.truth(c) for c in rest]
+    terms += writer.nonzero
+    at = [(i, d) for i, d, _ in fixed] + [p for pair in pairs for p in pair]
+    if at:
+        sizes = writer.sizes(at, domain.ranks)
+        if fixed:
+            picked = writer.node("Gather", [sizes, writer.vector(range(len(fixed)))], axis=0)
+            terms.append(writer.node("Equal", [picked, writer.vector([v for _, _, v in fixed])]))
+        if pairs:
+            first = writer.node("Gather", [sizes, writer.vector(range(len(fixed), len(at), 2))], axis=0)
+            second = writer.node("Gather", [sizes, writer.vector(range(len(fixed) + 1, len(at), 2))], axis=0)
+            terms.append(writer.node("Equal", [first, second]))
+    if not terms:
+        out = writer.const(True)
+    else:
+        joined = writer.node("Concat", terms, axis=0) if len(terms) > 1 else terms[0]
+        # all true: the least of them, as integers, is 1 (ReduceMin has no boolean type)
+        out = writer.node("Cast", [writer.node("ReduceMin", [writer.node("Cast", [joined], to=onnx.TensorProto.INT64)], keepdims=1)], to=onnx.TensorProto.BOOL)
     empty = onnx.helper.make_tensor(prefix + "scalar", onnx.TensorProto.INT64, [0], [])
     scalar = writer.node("Reshape", [out, writer.node("Constant", [], value=empty)])
     return writer.nodes, scalar

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domains import DomainError, domain_of
-from ._by_size import Variant, by_size_function, check_main_graph
+from ._by_size import Variant, by_size_function, check_main_graph, rename_values
 from ._complex import as_real
 from ._dims import rename_dims
 from ._errors import OnnxExportError
@@ -138,6 +138,7 @@ def _write(
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     dispatchers = _by_size(sized, by_object, names, functions, table)
+    wrappers = _checked(pieces, pruned, names, functions, table)  # not counted below: each calls one of the functions
     checks = _checks_of(pieces, pruned, sized, by_object)
     _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
@@ -156,7 +157,7 @@ def _write(
     _check_sizes(model.graph, top)
     for fn in functions.values():
         model.functions.extend([fn.proto, *fn.helpers])
-    model.functions.extend(dispatchers)
+    model.functions.extend([*dispatchers, *wrappers])
     model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
     # the checker reads the external data where the model is: the model is saved first, and removed if refused
     onnx.save(model, path)
@@ -253,31 +254,75 @@ def _export_main(program: Any, opset: int | None, table: dict[Any, Any], pieces:
 def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
              table: dict[Any, Any]) -> list[Any]:  # fmt: skip
     """Each piece by size's function (Note [pieces by size]), its operator's translation added to ``table``."""
-    import onnx
-
-    groups: dict[Any, list[tuple[OnnxPiece, list[Variant]]]] = {}  # identical pieces by size: one function
+    entries = []
     for piece in sized:
         variants = []
         for own, domain, _ in piece.by_size:
             cut = by_object[id(own)]
             variants.append(Variant(cut, domain, names[cut.key], functions[names[cut.key]].n_outputs))
-        groups.setdefault(tuple((v.function, v.cut.inputs, v.cut.outputs, v.domain) for v in variants), []).append((piece, variants))
+        sizes = "; ".join(where for *_, where in piece.by_size)
+        refusal = f"has no program for these input sizes (it has {len(variants)} by size, from calls at {sizes})"
+        entries.append((piece, piece.by_size[0][0], variants, refusal))
+    return _dispatchers(entries, "__by_size", functions, table)
+
+
+# Note [a piece's own sizes]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A piece's own program computes what its module does only on the sizes it was exported for, and the top program's
+# domain does not say them: the top trace runs the piece's fake implementation, which does not take the piece's
+# ranges. A piece that doubles below 16 rows and triples from there, exported at 3 and 5 rows, has the range rows
+# <= 15; the file computed it at 16 and 20 rows, doubling, where eager triples, and nothing said so. So the
+# operator of a piece whose own program has such conditions calls ``<operator>__checked``, a function that
+# computes the program's shapes and ranges (its domain without its guards, as torch checks a program's inputs and
+# as the loaded archive checks them: Note [one check of the sizes] in ..artifact, which says why not the guards)
+# and calls the program's function where they hold and refuses by name elsewhere: a piece by size with one
+# program (Note [pieces by size]); identical pieces share it, as they share their program.
+def _checked(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
+             table: dict[Any, Any]) -> list[Any]:  # fmt: skip
+    """Each piece's own program checked by its domain (Note [a piece's own sizes]), its operator's translation
+    replaced in ``table``."""
+    entries = []
+    for piece in pieces:
+        try:
+            domain = domain_of(piece.program, guards=False)
+        except DomainError as exc:
+            warnings.warn(f"to_onnx: the calls of {piece.path} are not checked against its program's ranges, which hold a form this library does not read ({exc})", stacklevel=5)
+            continue
+        if not domain.conditions:
+            continue
+        cut = pruned[piece.path]
+        variant = Variant(cut, domain, names[cut.key], functions[names[cut.key]].n_outputs)
+        entries.append((piece, piece.program, [variant], "was not exported for these input sizes: its program's ranges refuse them; export from examples of these sizes"))
+    return _dispatchers(entries, "__checked", functions, table)
+
+
+def _dispatchers(entries: Sequence[tuple[OnnxPiece, Any, list[Variant], str]], suffix: str, functions: dict[str, Function],
+                 table: dict[Any, Any]) -> list[Any]:  # fmt: skip
+    """One function per distinct (piece, a program of it, its variants, the refusal's text), named after the first
+    piece with ``suffix``; identical pieces share it, and each operator's translation in ``table`` calls it."""
+    import onnx
+
+    groups: dict[Any, list[tuple[OnnxPiece, Any, list[Variant], str]]] = {}
+    for entry in entries:
+        variants = entry[2]
+        groups.setdefault((tuple((v.function, v.cut.inputs, v.cut.outputs, v.domain) for v in variants), entry[3]), []).append(entry)
     out = []
     for group in groups.values():
-        piece, variants = group[0]
-        first = piece.by_size[0][0]
+        piece, first, variants, refusal = group[0]
         n_inputs = len([s for s in first.graph_signature.input_specs if s.kind.name == "USER_INPUT"])
         dtypes = [node.meta["val"].dtype for node in next(n for n in first.graph.nodes if n.op == "output").args[0]]
-        name = piece.qualname.partition("::")[2] + "__by_size"
+        name = piece.qualname.partition("::")[2] + suffix
         opsets = [o for o in functions[variants[0].function].proto.opset_import if o.domain != DOMAIN]
-        sizes = "; ".join(where for *_, where in piece.by_size)
         who = piece.path if len(group) == 1 else f"{piece.path} (or one of {len(group) - 1} pieces identical to it)"
-        function, merged = by_size_function(name, who, variants, n_inputs, dtypes, [*opsets, onnx.helper.make_opsetid(DOMAIN, 1)], sizes)
-        _log.info("ONNX function %s: %s by size, %d programs", name, who, len(variants))
+        function, merged = by_size_function(name, variants, n_inputs, dtypes, [*opsets, onnx.helper.make_opsetid(DOMAIN, 1)], f"refused: {who} {refusal}")
+        if suffix == "__by_size":
+            _log.info("ONNX function %s: %s by size, %d programs", name, who, len(variants))
+        else:
+            _log.info("the sizes of %s checked by its function %s", who, name)
         out.append(function)
         n_outputs = sum(computed for computed, _ in merged)
         cut = PrunedPiece(None, tuple(range(n_inputs)), merged, name)
-        for member, _ in group:
+        for member, *_ in group:
             table[_overload(member.qualname)] = _translation(callee(name, n_inputs, n_outputs), cut, n_outputs)
     return out
 
@@ -456,16 +501,4 @@ def _rename_io(model: Any, inputs: list[str], outputs: list[str]) -> None:
         if value.name not in mapping:
             mapping[value.name] = name
 
-    def rename(g: Any) -> None:
-        for value in (*g.input, *g.output, *g.value_info):
-            value.name = mapping.get(value.name, value.name)
-        for node in g.node:
-            node.input[:] = [mapping.get(n, n) for n in node.input]
-            node.output[:] = [mapping.get(n, n) for n in node.output]
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    rename(attribute.g)
-                for sub in attribute.graphs:
-                    rename(sub)
-
-    rename(graph)
+    rename_values(graph, mapping, io=True)

@@ -63,11 +63,13 @@ def merged_outputs(variants: Sequence[Variant]) -> tuple[tuple[bool, int], ...]:
     return tuple(out)
 
 
-def by_size_function(name: str, path: str, variants: Sequence[Variant], n_inputs: int, dtypes: Sequence[Any], opsets: Any,
-                     sizes: str) -> tuple[Any, tuple[tuple[bool, int], ...]]:  # fmt: skip
-    """The function ``pbp.pieces::<name>`` of a piece by size (Note [pieces by size]) over the operator's
-    ``n_inputs`` flat inputs, and the operator's outputs as it gives them (:func:`merged_outputs`); ``dtypes`` are
-    the operator's output dtypes, ``opsets`` the programs' functions' opset imports."""
+def by_size_function(name: str, variants: Sequence[Variant], n_inputs: int, dtypes: Sequence[Any], opsets: Any,
+                     refusal: str) -> tuple[Any, tuple[tuple[bool, int], ...]]:  # fmt: skip
+    """The function ``pbp.pieces::<name>`` of a piece by size (Note [pieces by size]), or of a piece's own program
+    checked (Note [a piece's own sizes] in :mod:`.`), over the operator's ``n_inputs`` flat inputs, and the
+    operator's outputs as it gives them (:func:`merged_outputs`); ``dtypes`` are the operator's output dtypes,
+    ``opsets`` the programs' functions' opset imports, ``refusal`` the name of the node that refuses, which
+    onnxruntime's error shows."""
     import onnx
 
     inputs = [f"x{i}" for i in range(n_inputs)]
@@ -81,7 +83,6 @@ def by_size_function(name: str, path: str, variants: Sequence[Variant], n_inputs
         nodes += made
         conditions.append(condition)
     types = [_torch_to_onnx(dtypes[j]) for j in wanted]
-    refusal = f"refused: {path} has no program for these input sizes (it has {len(variants)} by size, from calls at {sizes})"
     branch = _refuse(inputs[_dynamic_input(variants)], types, refusal)
     for v in reversed(range(len(variants))):
         then = _call(variants[v], inputs, wanted, types, f"b{v}_")
@@ -146,25 +147,45 @@ def check_main_graph(graph: Any, domain: Domain, why: str) -> None:
     if not checked:
         return
     renamed = {o.name: f"{o.name}__unchecked" for o in checked}
-    _rename(graph, renamed)
+    rename_values(graph, renamed)
+    sources = _skip_identities(graph, [renamed[o.name] for o in checked])
     types = [o.type.tensor_type.elem_type for o in checked]
     then = onnx.helper.make_graph(
-        [onnx.helper.make_node("Identity", [renamed[o.name]], [f"{o.name}__checked"]) for o in checked], "domain_holds", [],
+        [onnx.helper.make_node("Identity", [source], [f"{o.name}__checked"]) for o, source in zip(checked, sources, strict=True)], "domain_holds", [],
         [onnx.helper.make_tensor_value_info(f"{o.name}__checked", t, None) for o, t in zip(checked, types, strict=True)],
     )  # fmt: skip
     refuse = _refuse(inputs[domain.free[0].input] if domain.free else inputs[0], types, f"refused: {why}")
     graph.node.extend([*nodes, onnx.helper.make_node("If", [condition], [o.name for o in checked], then_branch=then, else_branch=refuse)])
 
 
-def _rename(graph: Any, renamed: dict[str, str]) -> None:
-    """Values renamed wherever a node of ``graph`` or of its subgraphs names them."""
-    for value in graph.value_info:
+def _skip_identities(graph: Any, names: list[str]) -> list[str]:
+    """Each of ``names`` traced back through the ``Identity`` nodes of ``graph`` that make it, and those nodes
+    removed: onnxruntime removes an ``Identity`` itself, but not one whose output a subgraph reads (the ``If``'s
+    branch), and it warned at every session, once per such output (a cache written back is an ``Identity`` of
+    the cache returned)."""
+    made = {out: node for node in graph.node for out in node.output}
+    read = {name for node in graph.node for name in node.input}
+    out = []
+    skipped = set()
+    for name in names:
+        while name in made and made[name].op_type == "Identity" and name not in read:
+            skipped.add(id(made[name]))
+            name = made[name].input[0]
+        out.append(name)
+    kept = [node for node in graph.node if id(node) not in skipped]
+    del graph.node[:]
+    graph.node.extend(kept)
+    return out
+
+
+def rename_values(graph: Any, renamed: dict[str, str], io: bool = False) -> None:
+    """Values renamed wherever a node of ``graph`` or of its subgraphs names them, and, with ``io``, where the
+    graphs' inputs and outputs name them."""
+    for value in (*graph.input, *graph.output, *graph.value_info) if io else graph.value_info:
         value.name = renamed.get(value.name, value.name)
     for node in graph.node:
         node.input[:] = [renamed.get(n, n) for n in node.input]
         node.output[:] = [renamed.get(n, n) for n in node.output]
         for attribute in node.attribute:
-            if attribute.HasField("g"):
-                _rename(attribute.g, renamed)
-            for sub in attribute.graphs:
-                _rename(sub, renamed)
+            for sub in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                rename_values(sub, renamed, io)
