@@ -173,10 +173,10 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     return program, None, seconds, worst, described[0].key
 
 
-def runnable_of(program: Any, runnables: dict[int, Any]) -> Any:
-    """``program.module()`` (about 18 ms for a tiny layer), made once and kept in ``runnables`` by the program's id
-    for every later run of it. Each call of the runnable still checks its inputs against the program's guards, and
-    raises on a size outside them.
+def runnable_of(program: Any, runnables: dict[int, Any], check_guards: bool = True) -> Any:
+    """``program.module(check_guards=check_guards)`` (about 18 ms for a tiny layer), made once and kept in
+    ``runnables`` by the program's id for every later run of it. With ``check_guards``, each call of the runnable
+    still checks its inputs against the program's guards, and raises on a size outside them.
 
     Kept beside a weak reference to its program, and used only while that is the same program: a runnable does not
     hold its program, and a program refused by its checks is freed, so its id may come back as a later program's,
@@ -184,7 +184,7 @@ def runnable_of(program: Any, runnables: dict[int, Any]) -> Any:
     job."""
     held = runnables.get(id(program))
     if held is None or held[0]() is not program:
-        held = runnables[id(program)] = (weakref.ref(program), program.module())
+        held = runnables[id(program)] = (weakref.ref(program), program.module(check_guards=check_guards))
     return held[1]
 
 

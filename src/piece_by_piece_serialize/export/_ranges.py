@@ -30,7 +30,7 @@ import torch
 
 from ..domains import DomainError, domain_of
 from ..serialize import make_copy
-from ._alone import contiguous, described_calls, flat_result
+from ._alone import contiguous, described_calls, flat_result, runnable_of
 from ._blame import OTHER, Failure
 from ._by_size import BySize, add_at, judge, shapes_of
 from ._errors import PieceByPieceExportError
@@ -305,12 +305,11 @@ class RangeChecks:
         when the program was dropped for a call outside its domain: the piece then has programs by size, the
         first that program, and needs one for that call (Note [programs by size])."""
         program, _, seconds, _, _ = self.own[path]
-        if id(program) not in self.unguarded:
-            self.unguarded[id(program)] = program.module(check_guards=False)
+        runnable = runnable_of(program, self.unguarded, check_guards=False)
         trial = Verdict(self.verdict.atol, self.verdict.rtol)
         try:
             with torch.no_grad():
-                got = self.unguarded[id(program)](*inputs)
+                got = runnable(*inputs)
             worst = trial.compare(path, want, list(got), f"the program of {path}")
         except Exception as exc:  # the program fails at a size its piece takes in the model
             why = f"fails at {where}, a size of the declared range: {Failure.of(exc).message}"
