@@ -144,8 +144,21 @@ class Domain:
                     rest.append(c)
         return tuple(fixed), tuple(pairs), tuple(rest)
 
+    def reading(self, first: int) -> Domain:
+        """The conditions that read a size of input ``first`` or of a later one: those of the earlier inputs alone
+        hold by construction where those are constants (a piece's weights, in an ONNX file)."""
+        return dataclasses.replace(self, conditions=tuple(c for c in self.conditions if any(s.input >= first for s in _sizes_in(c))))
+
     def __str__(self) -> str:
         return " and ".join(str(c) for c in self.conditions) or "any sizes"
+
+
+def _sizes_in(e: Expr) -> Iterator[Size]:
+    if isinstance(e, Size):
+        yield e
+    elif isinstance(e, Op):
+        for a in e.args:
+            yield from _sizes_in(a)
 
 
 def domain_of(program: Any, guards: bool = True) -> Domain:

@@ -138,7 +138,9 @@ def _write(
         fn = functions[names[cut.key]]
         table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     dispatchers = _by_size(sized, by_object, names, functions, table)
-    wrappers = _checked(pieces, pruned, names, functions, table)  # not counted below: each calls one of the functions
+    ours = {_overload(p.qualname) for p in pieces}
+    weights = {node.target: len(node.args[1]) for node in program.graph.nodes if node.op == "call_function" and node.target in ours}
+    wrappers = _checked(pieces, pruned, names, functions, table, weights)  # not counted below: each calls a function
     checks = _checks_of(pieces, pruned, sized, by_object)
     _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
@@ -276,15 +278,18 @@ def _by_size(sized: Sequence[OnnxPiece], by_object: dict[int, PrunedPiece], name
 # computes the program's shapes and ranges (its domain without its guards, as torch checks a program's inputs and
 # as the loaded archive checks them: Note [one check of the sizes] in ..artifact, which says why not the guards)
 # and calls the program's function where they hold and refuses by name elsewhere: a piece by size with one
-# program (Note [pieces by size]); identical pieces share it, as they share their program.
+# program (Note [pieces by size]); identical pieces share it, as they share their program. The conditions on the
+# piece's weights alone are left out: the file holds them as they were traced, and the check runs on every call
+# (33 nodes for a layer of the tiny Llama, 42 with them).
 def _checked(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names: dict[str, str], functions: dict[str, Function],
-             table: dict[Any, Any]) -> list[Any]:  # fmt: skip
+             table: dict[Any, Any], weights: dict[Any, int]) -> list[Any]:  # fmt: skip
     """Each piece's own program checked by its domain (Note [a piece's own sizes]), its operator's translation
-    replaced in ``table``."""
+    replaced in ``table``; ``weights``: the count of each operator's weights, its program's first inputs, which the
+    file holds as they were traced (the conditions on them alone are left out)."""
     entries = []
     for piece in pieces:
         try:
-            domain = domain_of(piece.program, guards=False)
+            domain = domain_of(piece.program, guards=False).reading(weights.get(_overload(piece.qualname), 0))
         except DomainError as exc:
             warnings.warn(f"to_onnx: the calls of {piece.path} are not checked against its program's ranges, which hold a form this library does not read ({exc})", stacklevel=5)
             continue
