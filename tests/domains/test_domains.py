@@ -173,3 +173,12 @@ def test_sizes_equal_to_constants_and_to_each_other_are_compared_as_vectors_in_o
         total += 1
     assert (held, total) == (4, 96)
     assert not domain.holds([(4, 4), (4, 1), (3, 1, 1)])  # a third dimension: no condition would see its size
+
+
+def test_reading_keeps_the_conditions_that_read_a_later_input() -> None:
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    weight, pair, tensor = Op("eq", (Size(0, 0), Const(4))), Op("eq", (Size(1, 0), Size(0, 0))), Op("le", (Size(1, 1), Const(8)))
+    domain = Domain((weight, pair, tensor), 2, (Size(1, 1),), (1, 2))
+    assert domain.reading(1).conditions == (pair, tensor) and domain.reading(0) == domain
+    assert domain.reading(1).holds([(5,), (5, 8)]) and not domain.holds([(5,), (5, 8)])
