@@ -25,7 +25,7 @@ from ..custom_op._calls import Call, caches_after, flat_outputs, rebuild_argumen
 from ..custom_op._shapes import evaluate
 from ..domains import Domain, domain_of
 from ._manifest import CallRecord, OperatorRecord
-from ._runnable import checked_runner
+from ._runnable import checked_runner, sizes_text
 
 SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
 
@@ -44,10 +44,6 @@ def dtype_named(name: str) -> torch.dtype | None:
     """The dtype spelled ``name`` (``"float32"``), looked up among torch's dtypes, or None."""
     value = getattr(torch, name, None) if name.isidentifier() else None
     return value if isinstance(value, torch.dtype) else None
-
-
-def _sizes(tensors: Sequence[Any]) -> str:
-    return ", ".join("x".join(map(str, t.shape)) for t in tensors)
 
 
 def _by_size(program: Any) -> tuple[Domain, Any]:
@@ -90,7 +86,7 @@ class LoadedOperator:
             if self.domain is not None and not self.domain.holds([tuple(t.shape) for t in (*weights, *tensors)]):
                 raise ValueError(
                     f"{self.qualname}: the program of {self.record.piece} was not exported for these input sizes "
-                    f"({_sizes(tensors)}): its ranges refuse them ({self.domain}); export from examples of "
+                    f"({sizes_text(tensors)}): its ranges refuse them ({self.domain}); export from examples of "
                     "these sizes (Note [one check of the sizes])"
                 )
             return list(self.runner(*weights, *tensors))
@@ -101,7 +97,7 @@ class LoadedOperator:
                 return list(runner(*weights, *tensors))
             if self.implementation is None:
                 raise ValueError(
-                    f"{self.qualname}: {self.record.piece} has no program for these input sizes ({_sizes(tensors)}): none of its "
+                    f"{self.qualname}: {self.record.piece} has no program for these input sizes ({sizes_text(tensors)}): none of its "
                     f"{len(self.by_size)} programs by size was exported for them; pass its class or an instance in "
                     "implementations= to run its module there"
                 )

@@ -34,6 +34,11 @@ from ..custom_op._sites import Sites
 from ..domains import Domain, DomainError, domain_of
 
 
+def sizes_text(tensors: Any) -> str:
+    """The sizes of ``tensors`` as errors name them: ``2x5x8, 2x1``."""
+    return ", ".join("x".join(map(str, t.shape)) for t in tensors)
+
+
 def checked_runner(program: Any, guards: bool = True) -> tuple[Domain | None, Any]:
     """``program``'s domain, with its guards or not (None where it holds a form :mod:`..domains` does not read),
     and its module, which skips torch's own check of its inputs where the domain reads: the caller checks the
@@ -92,9 +97,8 @@ class FlatProgramModule(torch.nn.Module):
             tensors = found[1]
         domain = self.domain
         if domain is not None and not domain.holds([tuple(t.shape) for t in tensors]):
-            sizes = ", ".join("x".join(map(str, t.shape)) for t in tensors)
             raise ValueError(
-                f"{self.name}: the sizes of this call ({sizes}) are outside those the program was exported for (its guards "
+                f"{self.name}: the sizes of this call ({sizes_text(tensors)}) are outside those the program was exported for (its guards "
                 "and ranges, which torch checks too: Note [the file's sizes] in onnx_export): export from examples of these sizes"
             )
         out = self.program(*(t.contiguous() for t in tensors))  # as it was exported (export/_job.py, _contiguous)

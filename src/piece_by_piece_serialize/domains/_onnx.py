@@ -5,8 +5,7 @@ operators, and compared; floor division is ``(a - a mod b) / b`` (``Mod`` with `
 sign, as Python's ``%``, and the division is then exact, which ``Div``'s truncation computes right), a divisor of
 zero is replaced by one and makes the domain false. The conditions ``size == constant`` are one comparison of
 the inputs' shapes, gathered, with a constant vector, those ``size == size`` one comparison of two gathers, and all
-conditions are joined by one ``ReduceMin`` (the nodes run on
-every call).
+conditions are joined by one ``ReduceMin`` (the nodes run on every call).
 
 Imports: onnx, on use.
 """
