@@ -28,3 +28,15 @@ def eager_outputs(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         output = model(*args, **kwargs)
     caches = [v for v in (*args, *kwargs.values()) if type(v).__name__.endswith("Cache")]
     return flat_outputs("test", output, caches)[1]
+
+
+def written(result: Any, folder: Path, name: str) -> tuple[Any, Any]:
+    """``result`` written as ``<name>.onnx`` and saved as ``<name>.pt2`` in ``folder``, then closed: an onnxruntime
+    session of the file, and the archive loaded (in this process)."""
+    from piece_by_piece_serialize import load_piece_by_piece
+
+    result.to_onnx(folder / f"{name}.onnx")
+    result.save(folder / f"{name}.pt2")
+    result.close()
+    session = onnxruntime.InferenceSession(str(folder / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+    return session, load_piece_by_piece(folder / f"{name}.pt2")

@@ -81,3 +81,11 @@ class Chunked(torch.nn.Module):
 
     def forward(self, x: Any) -> Any:
         return self.chunks(self.lin(x))
+
+
+class Below16(torch.nn.Module):
+    """Doubles below 16 rows, triples from 16: a branch on a size, which a hint lets into the program as a guard
+    (and torch into its range, rows <= 15)."""
+
+    def forward(self, x: Any) -> Any:
+        return x * 2 if x.shape[0] < 16 else x * 3

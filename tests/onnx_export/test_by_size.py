@@ -15,6 +15,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 import _toy_models as toy  # noqa: E402
+from _onnx_compare import written  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
 
 NAMED = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
@@ -91,28 +92,15 @@ def test_identical_pieces_by_size_share_their_programs_and_one_function(tmp_path
         session.run(None, {"x": torch.randn(2, 4, 8).numpy()})
 
 
-class _Below16(torch.nn.Module):
-    """Doubles below 16 rows, triples from 16: a branch on a size, which a hint lets into the program as a guard."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * 2 if x.shape[0] < 16 else x * 3
-
-
 def test_the_file_and_the_archive_refuse_the_sizes_the_programs_guards_refuse(tmp_path: Path) -> None:
     """Note [the file's sizes]: the program keeps its guard (rows < 16, from a hint: the export fails its verdict at
     16, and strict=False returns it); the ONNX file computed x * 2 at 16 and 20 rows where eager triples, and now
     refuses them by name; the archive refuses them too (torch runs a loaded program without its guards)."""
-    from piece_by_piece_serialize import load_piece_by_piece
-
     more = torch.export.AdditionalInputs()
     more.add((torch.randn(5, 4),))
-    result = export_piece_by_piece(_Below16(), (torch.randn(3, 4),), dynamic_shapes=more, strict=False)
+    result = export_piece_by_piece(toy.Below16(), (torch.randn(3, 4),), dynamic_shapes=more, strict=False)
     assert result.report.passed is False and any(r.startswith("at x dim 0=16 the program fails") for r in result.report.refused)
-    result.to_onnx(tmp_path / "below.onnx")
-    result.save(tmp_path / "below.pt2")
-    result.close()
-    session = onnxruntime.InferenceSession(str(tmp_path / "below.onnx"), providers=["CPUExecutionProvider"])
-    loaded = load_piece_by_piece(tmp_path / "below.pt2")
+    session, loaded = written(result, tmp_path, "below")
     for rows in (2, 4, 15):
         x = torch.ones(rows, 4)
         (got,) = session.run(None, {"x": x.numpy()})

@@ -5,6 +5,9 @@ sizes with this one, and nothing said so; the file and the loaded archive now re
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +16,30 @@ torch = pytest.importorskip("torch")
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+import _toy_models as toy  # noqa: E402
+from _onnx_compare import written  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece, load_piece_by_piece  # noqa: E402
 
-
-class Below16(torch.nn.Module):
-    """Doubles below 16 rows, triples from 16."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * 2 if x.shape[0] < 16 else x * 3
+# In a fresh interpreter: the archive loaded, each size's output or the start of its refusal, as JSON
+_FRESH = r"""
+import json, sys
+import torch
+from piece_by_piece_serialize import load_piece_by_piece
+loaded = load_piece_by_piece(sys.argv[1])
+out = {}
+for rows in (2, 4, 15, 16, 20):
+    try:
+        out[rows] = loaded(torch.arange(rows * 4, dtype=torch.float32).reshape(rows, 4)).tolist()
+    except ValueError as exc:
+        out[rows] = str(exc).partition(": ")[2][:80]
+print(json.dumps(out))
+"""
 
 
 class Outer(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.inner = Below16()
+        self.inner = toy.Below16()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.inner(x) + 1
@@ -36,13 +49,13 @@ def test_the_file_and_the_archive_refuse_the_sizes_a_pieces_own_guards_refuse(tm
     more = torch.export.AdditionalInputs()
     more.add((torch.randn(5, 4),))
     model = Outer()
-    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=more, classes=[Below16])
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=more, classes=[toy.Below16])
     assert result.report.passed and result.pieces["inner"].program is not None  # checked at 1, 2, 4 and 7 rows
-    result.to_onnx(tmp_path / "outer.onnx")
-    result.save(tmp_path / "outer.pt2")
-    result.close()
-    session = onnxruntime.InferenceSession(str(tmp_path / "outer.onnx"), providers=["CPUExecutionProvider"])
-    loaded = load_piece_by_piece(tmp_path / "outer.pt2")
+    exported = result.module()  # the top program, its piece run by its module: eager's values at every size
+    for rows in (2, 4, 15, 16, 20):
+        x = torch.randn(rows, 4)
+        assert torch.equal(exported(x), model(x))
+    session, loaded = written(result, tmp_path, "outer")
     for rows in (2, 4, 15):
         x = torch.randn(rows, 4)
         (got,) = session.run(None, {"x": x.numpy()})
@@ -53,6 +66,13 @@ def test_the_file_and_the_archive_refuse_the_sizes_a_pieces_own_guards_refuse(tm
         with pytest.raises(ValueError, match=rf"the program of inner was not exported for these input sizes \({rows}x4\)"):
             loaded(torch.ones(rows, 4))
     loaded.close()
+    fresh = subprocess.run([sys.executable, "-c", _FRESH, str(tmp_path / "outer.pt2")], capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    got = json.loads(fresh.stdout.splitlines()[-1])
+    for rows in (2, 4, 15):
+        assert torch.equal(torch.tensor(got[str(rows)]), model(torch.arange(rows * 4, dtype=torch.float32).reshape(rows, 4)))
+    for rows in (16, 20):  # refused by name there too
+        assert got[str(rows)].startswith(f"the program of inner was not exported for these input sizes ({rows}x4)")
 
 
 def test_a_loaded_call_is_checked_by_the_programs_domains_not_by_torchs_own_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +82,7 @@ def test_a_loaded_call_is_checked_by_the_programs_domains_not_by_torchs_own_chec
 
     more = torch.export.AdditionalInputs()
     more.add((torch.randn(5, 4),))
-    result = export_piece_by_piece(Outer(), (torch.randn(3, 4),), dynamic_shapes=more, classes=[Below16])
+    result = export_piece_by_piece(Outer(), (torch.randn(3, 4),), dynamic_shapes=more, classes=[toy.Below16])
     result.save(tmp_path / "outer.pt2")
     result.close()
     loaded = load_piece_by_piece(tmp_path / "outer.pt2")
