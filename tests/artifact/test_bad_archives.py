@@ -321,3 +321,32 @@ def test_guards_as_torch_prints_them_are_accepted(good: Path, tmp_path: Path) ->
         assert loaded(torch.randn(5, 4)).shape == (5, 2)
     finally:
         loaded.close()
+
+
+def test_a_pieces_range_narrowed_in_the_file_refuses_by_name_before_its_program_runs(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [one check of the sizes]: a loaded piece's program is checked by its domain, read from the file, in place
+    of torch's own check; a file that narrows a piece's range (digests kept consistent) is obeyed, refused by name
+    where it says, and the program does not run there; torch's own check is not what refuses."""
+    import torch._export.utils as export_utils
+
+    def narrow(program: Any) -> None:
+        (symbol,) = program["range_constraints"]
+        program["range_constraints"][symbol] = {"min_val": 2, "max_val": 5}
+
+    path = _rewrite(good, tmp_path / "narrow.pt2", "models/piece_0.json", _json(narrow))
+    loaded = load_piece_by_piece(path)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("torch's own check of the inputs ran")
+
+    monkeypatch.setattr(export_utils, "_check_input_constraints_for_graph", refuse)
+    ran: list[Any] = []
+    for op in loaded.__dict__["_finalizer"].peek()[2][0]:  # the loaded operators, each spied on
+        runner = op.runner
+        op.runner = lambda *t, _r=runner: ran.append(t) or _r(*t)
+    assert loaded(torch.randn(4, 4)).shape == (4, 2) and len(ran) == 2
+    ran.clear()
+    with pytest.raises(ValueError, match=r"the program of 0 was not exported for these input sizes \(7x4\)"):
+        loaded(torch.randn(7, 4))
+    assert ran == []  # refused before the program ran
+    loaded.close()
