@@ -182,3 +182,22 @@ def test_reading_keeps_the_conditions_that_read_a_later_input() -> None:
     domain = Domain((weight, pair, tensor), 2, (Size(1, 1),), (1, 2))
     assert domain.reading(1).conditions == (pair, tensor) and domain.reading(0) == domain
     assert domain.reading(1).holds([(5,), (5, 8)]) and not domain.holds([(5,), (5, 8)])
+
+
+def test_a_size_against_constants_is_one_range_in_python_as_the_conditions_say() -> None:
+    """Note [one check of the sizes]: ``size <= c``, ``c < size`` and the like (the ranges) are merged into one range
+    per size for :meth:`Domain.holds`; the same conditions, each hidden in an ``and`` of one (walked as an
+    expression), agree with it over every size of a grid, in both orders of operands and with a size bounded twice."""
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    a, b = Size(0, 0), Size(1, 0)
+    conditions = (
+        Op("le", (a, Const(7))), Op("gt", (a, Const(1))), Op("lt", (Const(2), a)), Op("ge", (Const(6), a)),  # 3 <= a <= 6
+        Op("ge", (b, Const(2))), Op("lt", (b, Const(9))), Op("le", (Const(0), b)),  # 2 <= b <= 8
+        Op("le", (a, b)),  # not a range: walked as an expression
+    )  # fmt: skip
+    ranges = Domain(conditions, 2, (a, b), (1, 1))
+    walked = Domain(tuple(Op("and", (c,)) for c in conditions), 2, (a, b), (1, 1))
+    grid = [[(n,), (m,)] for n in range(11) for m in range(11)]
+    assert [ranges.holds(s) for s in grid] == [walked.holds(s) for s in grid]
+    assert sum(ranges.holds(s) for s in grid) == sum(1 for n in range(3, 7) for m in range(2, 9) if n <= m) == 18

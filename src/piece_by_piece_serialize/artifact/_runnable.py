@@ -13,6 +13,9 @@ layer; in a loaded 8-layer decode step it was 70% of the call's time, which then
 domain (Note [domains] in :mod:`..domains`) holds the same conditions, and the inputs' ranks, evaluated on plain
 integers in microseconds. So where the domain reads, a loaded program is checked by it alone and torch's check
 is turned off with the module's own switch (``validate_inputs``); where it does not read, torch's check stays.
+The domain compares its ``size == constant`` and ``size == size`` conditions as tuples and its ranges as one
+``low <= size <= high`` per size (a top program's 130 range conditions at 32 layers; the 33 domains of a loaded
+32-layer decode step went from 0.48 to 0.24 ms a call); only what is left is walked as expressions.
 
 A piece's own program is checked on its shapes and ranges, as torch checked it, not on its guards: torch runs a
 loaded program without them (Note [guard cost]), and the export judged the program without them at the points

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -76,6 +77,7 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq"
           "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}  # fmt: skip
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 _BOOL = _COMPARE | {"and", "or", "not"}
+_FLIPPED = {"le": "ge", "lt": "gt", "ge": "le", "gt": "lt"}
 
 
 class _Zero(Exception):
@@ -119,9 +121,14 @@ class Domain:
             return False
         if self.ranks is not None and any(len(s) != r for s, r in zip(shapes, self.ranks, strict=True)):
             return False  # a size of an extra dimension would be checked by no condition
-        fixed, pairs, rest = self._plan
+        fixed, pairs, _ = self._plan
+        bounds, rest = self._bounds
         try:
-            if any(shapes[i][d] != v for i, d, v in fixed) or any(shapes[i][d] != shapes[j][e] for (i, d), (j, e) in pairs):
+            if (
+                any(shapes[i][d] != v for i, d, v in fixed)
+                or any(shapes[i][d] != shapes[j][e] for (i, d), (j, e) in pairs)
+                or any(not low <= shapes[i][d] <= high for i, d, low, high in bounds)
+            ):
                 return False
             values = [_value(c, shapes) for c in rest]  # all of them, as ONNX computes them
         except (_Zero, IndexError):
@@ -143,6 +150,29 @@ class Domain:
                 case _:
                     rest.append(c)
         return tuple(fixed), tuple(pairs), tuple(rest)
+
+    @functools.cached_property
+    def _bounds(self) -> tuple[tuple[tuple[int, int, float, float], ...], tuple[Expr, ...]]:
+        """:attr:`_plan`'s other conditions split in two: a size against a constant (the ranges, most of a top
+        program's: two per dynamic size of each cache layer), merged per size into ``(input, dim, low, high)``, and
+        the rest, walked as expressions. Only :meth:`holds` reads it: ONNX writes the conditions as they are."""
+        bounds: dict[tuple[int, int], list[float]] = {}
+        rest: list[Expr] = []
+        for c in self._plan[2]:
+            match c:
+                case Op("le" | "lt" | "ge" | "gt" as op, (Size(i, d), Const(v))):
+                    name: str = op
+                case Op("le" | "lt" | "ge" | "gt" as op, (Const(v), Size(i, d))):
+                    name = _FLIPPED[op]  # c <= size is size >= c
+                case _:
+                    rest.append(c)
+                    continue
+            low, high = bounds.setdefault((i, d), [-math.inf, math.inf])
+            if name in ("le", "lt"):
+                bounds[i, d][1] = min(high, v if name == "le" else v - 1)
+            else:
+                bounds[i, d][0] = max(low, v if name == "ge" else v + 1)
+        return tuple((i, d, low, high) for (i, d), (low, high) in bounds.items()), tuple(rest)
 
     def reading(self, first: int) -> Domain:
         """The conditions that read a size of input ``first`` or of a later one: those of the earlier inputs alone
