@@ -311,6 +311,11 @@ def test_a_guard_on_a_hint_is_searched_again_with_the_hint_named_and_otherwise_s
     assert any(n.startswith("x dim 1 declared by hints, on which the program took a guard") for n in searched.report.notes)
     with pytest.raises(ExportMismatchError) as failed:
         export_piece_by_piece(model, (x,), dynamic_shapes=hinted, classes=torch.nn.Linear)
+    assert str(failed.value).splitlines()[0].startswith(
+        "export_piece_by_piece: the program of the Chunked refuses sizes of the declared ranges that eager runs, as "
+        "chunks (PadToFour), not behind an operator with classes=(Linear), guards x dim 1, declared by a hint (Dim.DYNAMIC, "
+        "Dim.AUTO, or AdditionalInputs): guard "
+    )
     advice = [r for r in failed.value.report.refused if "declared by a hint" in r]
     assert len(advice) == 1 and advice[0].startswith("at x dim 1=4 the program fails where eager runs: AssertionError: Guard failed")
     assert "declare it with a named torch.export.Dim" in str(failed.value)
@@ -325,3 +330,53 @@ def test_a_guard_on_a_hint_is_searched_again_with_the_hint_named_and_otherwise_s
     # tests/onnx_export/test_by_size.py runs in onnxruntime
     for export in (result, searched):
         assert export.pieces["chunks"].program is None and "programs by size" in (export.pieces["chunks"].by_size or "")
+
+
+def _llama4_step() -> tuple[Any, tuple[Any, ...], dict[str, Any], Any]:
+    """The tiny Llama 4 at a decode step, as bench/families.py gives it: 3 new tokens after 6 past (batch 2), and by
+    AdditionalInputs 2 after 8 (batch 3)."""
+    import _tiny_models as tiny
+
+    model = tiny.llama4()
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    return model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, other
+
+
+@pytest.mark.slow
+def test_a_guard_on_a_hint_outside_the_classes_is_refused_by_the_module_and_the_line_that_took_it() -> None:
+    """Issue 31, Llama 4's decode step with its decoder layers behind operators: every output matches eager on both
+    examples (|d| 0), but the chunked attention's mask, made in the Llama4TextModel's own forward, asks its sliding
+    cache layer whether it is full (``cumulative_length >= sliding_window``, 16): a guard on the past length, a hint
+    of AdditionalInputs, which torch.export keeps, and the program refuses 16 past tokens, which eager runs. The
+    refusal names the dimension, the module and the line that took the guard, and torch's fix; that fix, a named
+    Dim up to 15, gives an export that passes."""
+    from transformers.models.llama4.modeling_llama4 import Llama4TextDecoderLayer
+
+    model, args, kwargs, other = _llama4_step()
+    with pytest.raises(ExportMismatchError) as failed:
+        export_piece_by_piece(model, args, kwargs, dynamic_shapes=other, classes=Llama4TextDecoderLayer)
+    report = failed.value.report
+    assert report.root.max_abs_diff == 0 and all(o.passed for o in report.root.outputs)  # no value differs
+    assert len(report.refused) == 1 and report.refused[0].startswith(
+        "at past.layers.0.cumulative_length dim 0=16 (the dimensions that move with it at 15) the program fails where "
+        "eager runs: AssertionError: Guard failed: tensors_3.size()[0] <= 15"
+    )
+    first = str(failed.value).splitlines()[0]
+    assert first.startswith(
+        "export_piece_by_piece: the program of the Llama4ForCausalLM refuses sizes of the declared ranges that eager "
+        "runs, as model (Llama4TextModel), not behind an operator with classes=(Llama4TextDecoderLayer), guards "
+        "past.layers.0.keys dim 2, declared by a hint (Dim.DYNAMIC, Dim.AUTO, or AdditionalInputs): guard "
+        "past_layers_0_keys_dim_2 < 16 is false at past_layers_0_keys_dim_2=16, taken at transformers/cache_utils.py:"
+    )
+    assert " in get_mask_sizes; " in first
+    assert first.endswith(
+        "(torch's suggested fix: past_layers_0_keys_dim_2 = Dim('past_layers_0_keys_dim_2', max=15)), add "
+        "Llama4TextModel to classes, or pass classes=None to find the cut automatically"
+    )
+    assert failed.value.result.report.notes[-1] == first.partition("that eager runs, as ")[2]
+    batch, past = Dim("batch", max=8), Dim("past", max=15)
+    kv = {0: batch, 2: past}
+    named = {"input_ids": {0: batch, 1: Dim("seq", max=16)}, "cache": [kv, kv, {0: past}, kv, kv, {0: past}]}
+    result = export_piece_by_piece(model, args, kwargs, dynamic_shapes=named, classes=Llama4TextDecoderLayer)
+    assert result.report.passed and result.report.refused == []

@@ -30,7 +30,7 @@ import_torch("export_piece_by_piece")  # the install line when torch is missing,
 import torch
 
 from ..serialize import make_copy
-from ._blame import FAILURE_KINDS, Failure
+from ._blame import CONSTRAINT, FAILURE_KINDS, Failure
 from ._errors import ExportMismatchError, PieceByPieceExportError
 from ._examples import (
     DimSpec,
@@ -147,9 +147,52 @@ def export_piece_by_piece(
             result = retry
         elif retry is not None:
             retry.close()
+    # Note [guards on a hint]: with classes=, no search to run again, but the module whose code took the guard is named
+    cause = _guard_owner(model, examples, specs, partition, guarded, classes) if result.report.passed is False and classes is not None else None
+    if cause is not None:
+        result.report.notes.append(cause)
     if result.report.passed is False and strict:
-        raise ExportMismatchError(_mismatch(result.report), result.report, result)
+        raise ExportMismatchError(_mismatch(result.report, cause), result.report, result)
     return result
+
+
+def _guard_owner(model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], partition: dict[str, str] | None,
+                 guarded: set[str], classes: Any) -> str | None:  # fmt: skip
+    """Why the program of an export with ``classes`` refuses sizes of the ``guarded`` hints that eager runs (Note
+    [guards on a hint]): the module outside ``classes`` whose code took the guard, the guard, and torch's fix, from
+    one attempt of the same cut with those hints named, where torch.export fails at the guard; None when it does
+    not fail so, or no hint took a guard (the refusals' advice then stands alone)."""
+    from ..custom_op import submodules_of
+
+    if not guarded:
+        return None
+    label = _dim_labels(model, examples[0])
+    chosen = submodules_of(model, classes, "export_piece_by_piece")
+    job = Job(model, examples, named_hints(specs, partition, guarded, label), [])
+    try:
+        job.set_cut([p for p, _ in chosen])
+        _, exc, watch, _ = job.attempt()
+        failure = None if exc is None else Failure.of(exc)
+        if exc is None or failure is None or failure.kind != CONSTRAINT:
+            return None
+        owners = [p for p in watch.blame(exc) if not job.covered(p)]
+    finally:
+        job.close()
+    if not owners:  # a guard no module outside the pieces is blamed for: nothing more to name
+        return None
+    fix = failure.fix
+    kinds = sorted({type(model.get_submodule(p)).__name__ for p in owners if p})
+    who = ", ".join(f"{p} ({type(model.get_submodule(p)).__name__})" if p else "the model's own forward" for p in owners)
+    guards = "; ".join(watch.details[p] + (f", taken at {watch.places[p]}" if p in watch.places else "") for p in owners if p in watch.details)
+    taken = ", ".join(dict.fromkeys(type(m).__name__ for _, m in chosen))
+    dims = ", ".join(sorted(label(g) for g in guarded))
+    return (
+        f"{who}, not behind an operator with classes=({taken}), guards {dims}, declared by a hint (Dim.DYNAMIC, Dim.AUTO, "
+        "or AdditionalInputs)" + (f": {guards}" if guards else "")
+        + "; torch.export keeps a guard on a hint without error, and the program refuses the sizes past it. "
+        + f"Declare {dims} with a named torch.export.Dim within the guard" + (f" (torch's suggested fix: {fix})" if fix else "")
+        + (f", add {' and '.join(kinds)} to classes" if kinds else "") + ", or pass classes=None to find the cut automatically"
+    )
 
 
 def _export(model: torch.nn.Module, examples: list[Example], specs: list[DimSpec | None], notes: list[str], references: list[list[Any]],
@@ -211,16 +254,24 @@ def _check_bytes(model: torch.nn.Module, given: Any) -> int:
     return max(_CHECK_FLOOR, sum(t.numel() * t.element_size() for t in tensors.values()) // _CHECK_SHARE)
 
 
-def _mismatch(report: ExportReport) -> str:
-    """The message of :class:`ExportMismatchError`: what failed, by how much, and how to go on."""
-    lines = [f"export_piece_by_piece: the export of the {report.model_class.__name__} does not match eager: {', '.join(report.failed)}"]
+def _mismatch(report: ExportReport, cause: str | None = None) -> str:
+    """The message of :class:`ExportMismatchError`: what failed, by how much, and how to go on; first the
+    ``cause`` of refusals at sizes past a guard on a hint, when it is known (Note [guards on a hint])."""
+    name = report.model_class.__name__
+    if cause is not None:
+        lines = [f"export_piece_by_piece: the program of the {name} refuses sizes of the declared ranges that eager runs, as {cause}"]
+    else:
+        lines = [f"export_piece_by_piece: the export of the {name} does not match eager: {', '.join(report.failed)}"]
     for who, piece in [("(model)", report.root), *report.pieces.items()]:
         lines += [f"  {who} {o.line()}" for o in piece.outputs if not o.passed][:8]
     lines += [f"  (model) {r}" for r in report.refused[:8]]
-    lines.append(
-        "Check that the model is in eval mode and deterministic; pass atol=/rtol= if the differences are expected, "
-        "or strict=False to get the export back (the error's .result holds it too) with its report."
-    )
+    if cause is not None:
+        lines.append("Pass strict=False to get the export back (the error's .result holds it too): its program takes the sizes the guard holds for.")
+    else:
+        lines.append(
+            "Check that the model is in eval mode and deterministic; pass atol=/rtol= if the differences are expected, "
+            "or strict=False to get the export back (the error's .result holds it too) with its report."
+        )
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ Imports: :mod:`._record` (module paths); torch (and its sympy helpers) on use.
 from __future__ import annotations
 
 import contextlib
+import traceback
 import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,17 @@ def source_line(exc: BaseException) -> str:
         if found:
             return found
     return ""
+
+
+def _shorter(filename: str) -> str:
+    """``filename`` from its package on (``transformers/cache_utils.py``) when it is installed, else as it is."""
+    import os
+    import sysconfig
+
+    for root in dict.fromkeys((sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])):
+        if os.path.abspath(filename).startswith(os.path.join(root, "")):
+            return os.path.relpath(filename, root)
+    return filename
 
 
 def chain(exc: BaseException) -> list[BaseException]:
@@ -181,6 +193,7 @@ class Watch:
         self.canon: dict[Any, Any] = {}  # symbol -> its dimension's expression of one root symbol
         self.names: dict[Any, Any] = {}  # root symbol -> a symbol named after its Dim, for messages
         self.details: dict[str, str] = {}  # blamed module -> its first failing guard and where it fails
+        self.places: dict[str, str] = {}  # blamed module -> the file, line and function that took that guard
         self.completed = False  # the model's forward returned: the failure came after tracing
         self.heartbeat: Any = None  # called with each module's path as tracing enters it (progress, for the log)
 
@@ -259,6 +272,9 @@ class Watch:
                 blamed.add(path)
                 where = ", ".join(f"{self.names[s]}={v}" for s, v in sorted(point.items(), key=str) if s in expr.free_symbols)
                 self.details[path] = f"guard {expr.xreplace(self.names)} is false at {where}"
+                frame = self.env.guards[index].sloc.framework_loc  # the frame of the Python code that branched
+                if isinstance(frame, traceback.FrameSummary):
+                    self.places[path] = f"{_shorter(frame.filename)}:{frame.lineno} in {frame.name}"
         return sorted(blamed)
 
     def _owners(self, n: int) -> list[str | None]:

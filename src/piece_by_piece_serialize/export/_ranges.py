@@ -15,7 +15,13 @@ keeps that export if it passes; otherwise (and with ``classes=``) the first such
 changes the outcome: the dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests),
 with the hints of ``AdditionalInputs`` the first search fails at 4 and 7 tokens, and the second puts the module
 that pads behind an operator and passes. Granite-MoE-hybrid's decode step, its examples given by
-``AdditionalInputs``, fails the same way at 4 and 7 new tokens.
+``AdditionalInputs``, fails the same way at 4 and 7 new tokens. With ``classes=`` there is no search to run
+again, but one attempt of the same cut with the hints named fails at the guard and is blamed on the module
+outside the classes that took it (``_guard_owner`` in :mod:`..export`): the error opens with that module, the
+guard, the line of Python that branched, and torch's suggested fix, where a generic "does not match eager"
+said none of them. Llama 4's decode step (issue 31) is one: the chunked mask, made in ``Llama4TextModel``'s own
+forward, asks the sliding cache layer ``cumulative_length >= sliding_window`` (16), its program refuses 16
+past tokens, and no value differs from eager on the examples.
 
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
