@@ -14,6 +14,10 @@ exported automatically and with ``classes=`` its decoder layers, at a prefill (n
   so is a piece with programs by size called at sizes none of its programs was exported for (its class is given);
 - onnx: ``to_onnx``, then onnxruntime against eager at the same three shapes, or the refusal's first line.
 
+Any other transformers model type (``python bench/families.py olmo2 cohere2 ...``) is built the same way from
+its config (``tests/_tiny_models.py``'s sizes, with the few overrides of ``GENERIC`` its config needs) and runs
+the same four cases: a sweep over families no test names; ``--automatic`` runs the automatic cut alone.
+
 LongCat-Flash runs once more (``longcat_flash+translation``) with its experts' ONNX translation, the one of
 tests/onnx_export/test_onnx_translations.py, given through ``to_onnx(..., translations=)``. Not part of
 ``make bench`` (about an hour of exports on two cores); run ``python bench/families.py [family ...]`` from the
@@ -39,6 +43,18 @@ sys.path.insert(0, TESTS)
 
 MOE = ("qwen2_moe", "qwen3_moe", "mixtral", "phimoe", "gpt_oss", "deepseek_v3", "glm4_moe", "granitemoehybrid", "minimax")
 OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+translation")
+# what a generic family's tiny config needs beyond tests/_tiny_models.py's sizes (a padding index inside its vocabulary)
+GENERIC: dict[str, dict[str, Any]] = {
+    "phi3": dict(pad_token_id=0), "smollm3": dict(pad_token_id=0), "glm4": dict(pad_token_id=0), "glm": dict(pad_token_id=0),
+    "olmoe": dict(num_experts=4, num_experts_per_tok=2),
+    "jetmoe": dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=8, num_key_value_heads=4),
+    "granitemoe": dict(num_local_experts=4, num_experts_per_tok=2),
+    "granitemoeshared": dict(num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=16),
+    "lfm2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, num_dense_layers=1, layer_types=["conv", "full_attention"]),
+    "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1),
+    "bamba": dict(mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=4, mamba_d_conv=4, mamba_chunk_size=4, attn_layer_indices=[1]),
+    "falcon_h1": dict(mamba_d_ssm=32, mamba_n_heads=4, mamba_d_head=8, mamba_n_groups=1, mamba_d_state=4, mamba_d_conv=4, mamba_chunk_size=4),
+}  # fmt: skip
 TIMEOUT = 900  # seconds a step may take before it counts as a hang
 
 
@@ -52,7 +68,10 @@ def build(family: str) -> Any:
         tiny.register_minimax_cache()
     if family in MOE:
         return _tiny_moe.moe(family)
-    return {"llama4": tiny.llama4, "jamba": tiny.jamba, "qwen3_next": tiny.qwen3_next, "longcat_flash": _tiny_moe.longcat_flash}[family]()
+    named = {"llama4": tiny.llama4, "jamba": tiny.jamba, "qwen3_next": tiny.qwen3_next, "longcat_flash": _tiny_moe.longcat_flash}
+    if family in named:
+        return named[family]()
+    return tiny._causal(tiny.config(family, **GENERIC.get(family, {})))
 
 
 def _new_tokens(family: str) -> tuple[int, int, int, int]:
@@ -272,6 +291,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("families", nargs="*", default=[*MOE, *OTHERS])
     parser.add_argument("--list", action="store_true", help="name the families and stop")
+    parser.add_argument("--automatic", action="store_true", help="the automatic cut alone (no classes=)")
     parser.add_argument("--load", nargs=3, metavar=("ARCHIVE", "FAMILY", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
@@ -286,7 +306,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="families-")
     start = time.perf_counter()
     for family in args.families:
-        for mode in ("automatic", "classes"):
+        for mode in ("automatic",) if args.automatic else ("automatic", "classes"):
             if family.endswith("+translation") and mode == "classes":
                 continue  # the translation is for the experts cut automatically
             for shape in ("prefill", "step"):
