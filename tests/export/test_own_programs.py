@@ -5,6 +5,8 @@ not exported alone; the report says per piece which."""
 
 from __future__ import annotations
 
+import inspect
+import linecache
 import subprocess
 import sys
 from pathlib import Path
@@ -237,6 +239,86 @@ def test_minimaxs_lightning_attention_is_cut_without_its_norm_and_checked_on_its
     x = tiny.ids(11, 3, seed=3)
     with torch.no_grad():
         torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+
+
+def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_by_size() -> None:
+    # with classes=, Jamba's Mamba layer is exported alone with its sequence dynamic (it differs between its calls);
+    # its mixer's reference scan loops over the sequence in Python (modeling_jamba.py, mamba_selective_scan), so
+    # torch refuses: "your code specialized it to be a constant (6)". Before, the layer then had no program at all
+    # (to_onnx refused it, the load needed its classes); automatic mode already gave its mixer programs by size
+    pytest.importorskip("transformers")
+    import _tiny_models as tiny
+
+    model = tiny.jamba()
+    classes = tuple(dict.fromkeys(type(layer) for layer in model.model.layers))
+    dims = {0: Dim("batch", min=1, max=4), 1: Dim("seq", min=2, max=12)}
+    result = export_piece_by_piece(model, (tiny.ids(6, 2),), {"use_cache": False}, dynamic_shapes={"input_ids": dims}, classes=classes)
+    assert result.report.behind_operators == ["model.layers.0", "model.layers.1"]
+    piece = result.pieces["model.layers.0"]
+    own = piece.own_export_failure
+    assert piece.program is None and own is not None and own.kind == "dynamic dimension constraint violated"
+    assert "specialized it to be a constant (6)" in own.text
+    # said by name: the inputs, and the line of the model's code torch recorded for the guard (before: the flat
+    # inputs by their place, L['tensors'][17].size()[1], and no line)
+    assert own.detail.startswith("specialized to 6 by modeling_jamba.py:")
+    assert own.detail.endswith(" (in mamba_selective_scan): hidden_states dim 1")
+    file, _, line = own.where.rpartition(":")
+    assert own.detail.split(" ")[4] == f"modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
+    assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
+    # a program per sequence length, each checked against the layer on its call: the examples' 6 and 8 tokens and
+    # the points of the declared range, 2, 7 and 12 (before: None)
+    assert piece.by_size == "5 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8; 2x2x32 1x2; 2x7x32 1x7; 2x12x32 1x12)"
+    assert piece.passed is True and result.report.passed is True
+    x = tiny.ids(11, 3, seed=3)
+    with torch.no_grad():
+        torch.testing.assert_close(result.module()(x, use_cache=False).logits, model(x, use_cache=False).logits, rtol=0, atol=1e-5)
+    result.close()
+
+
+class Scan(torch.nn.Module):
+    """A running sum over the sequence in a Python loop, as a Mamba mixer's reference scan: traced, the loop is
+    unrolled, so a program computes one length only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        state, out = torch.zeros_like(x[:, 0]), []
+        for i in range(x.shape[1]):
+            state = state * 0.5 + self.lin(x[:, i])
+            out.append(state)
+        return torch.stack(out, 1)
+
+
+class Scans(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Scan(), Scan()])
+
+    def forward(self, x: Any) -> Any:
+        return self.layers[1](self.layers[0](x))
+
+
+def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_size(monkeypatch: Any) -> None:
+    # layer 1 takes layer 0's failed export alone (Note [shared programs]) and, as layer 0, programs by size: its
+    # calls at each length checked on layer 0's programs (before: neither had any)
+    torch.manual_seed(0)
+    model = Scans().eval()
+    result = export_piece_by_piece(model, (torch.randn(2, 3, 4),), dynamic_shapes=({1: Dim("seq", min=2, max=6)},), classes=Scan)
+    failures = [result.pieces[f"layers.{i}"].own_export_failure for i in range(2)]
+    assert all(f is not None and f.kind == "dynamic dimension constraint violated" for f in failures)
+    assert failures[0] == failures[1]
+    loop = inspect.getsourcelines(Scan.forward)[1] + 2  # the line of its loop
+    assert failures[0].detail == f"specialized to 3 by test_own_programs.py:{loop} (in forward): x dim 1"
+    assert failures[0].where == f"{__file__}:{loop}"
+    sized = [result.pieces[f"layers.{i}"].by_size for i in range(2)]
+    assert sized[0] == sized[1] == "4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4)"
+    assert result.report.passed is True
+    with torch.no_grad():
+        for n in (2, 5):
+            x = torch.randn(2, n, 4)
+            torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
 
 
 class Picker(torch.nn.Module):

@@ -35,10 +35,10 @@ from typing import Any
 import torch
 
 from ..custom_op._calls import Call, flat_outputs
-from ..onnx_export._names import output_names
+from ..onnx_export._names import input_names, output_names
 from ..serialize import make_copy
 from ..serialize._cache_slice import cut_copy
-from ._blame import Failure
+from ._blame import CONSTRAINT, Failure, Specialized
 from ._examples import Example, describe, varying_dims
 from ._flat import FlatCall
 from ._record import Recorded, tracing_path
@@ -157,20 +157,35 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     start = time.perf_counter()
     weights = weights_of(module, names)
     flat = FlatCall(module, described[0].call, path, names)
+    specialized = Specialized(specs, len(weights))
     try:
         with tracing_path():
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
+        flat.on_enter = specialized.enter
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
         program = relax_ones(export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes))
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
-        return None, Failure.of(exc), time.perf_counter() - start, None, None
+        return None, _failed(exc, specialized, module, described[0]), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
     try:
         worst = check_alone(program, module, path, calls, described, names, runnables, verdict)
     except Exception as exc:  # its program refuses one of its own recorded calls (a guard): no program of its own
         return None, _refusing(exc), time.perf_counter() - start, None, None
     return program, None, seconds, worst, described[0].key
+
+
+def _failed(exc: BaseException, specialized: Specialized, module: torch.nn.Module, example: Example) -> Failure:
+    """Why a piece's export alone failed; for a constraint violation, the dimensions its code specialized, named
+    by the piece's inputs, and where (Note [specialized dimensions] in :mod:`._blame`)."""
+    failure = Failure.of(exc)
+    if failure.kind != CONSTRAINT:
+        return failure
+    labels = input_names(module.forward, example.args, example.kwargs)
+    if len(labels) != len(example.tensors):  # a cache cut to the layers it touches: its inputs by their place
+        labels = [f"input {i}" for i in range(len(example.tensors))]
+    detail, where = specialized.describe(labels)
+    return dataclasses.replace(failure, detail=detail, where=where or failure.where)
 
 
 def runnable_of(program: Any, runnables: dict[int, Any], check_guards: bool = True) -> Any:

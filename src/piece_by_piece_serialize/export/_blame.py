@@ -16,6 +16,16 @@ Dimensions given the same ``Dim`` are one dimension; a derived ``Dim`` is its ex
 Blame is a hint, not a proof: the export is tried again with the blamed modules behind operators, and only
 that try says whether the cut was enough.
 
+Note [specialized dimensions]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A piece exported alone declares dynamic the dimensions that differ between its recorded calls; when its code
+specializes one (a Python loop over the sequence, as Jamba's Mamba mixer runs on its reference path), torch
+raises a constraint violation that names the flat inputs by their place (``L['tensors'][17].size()[1]``) and not
+the line. :class:`Specialized` keeps the symbol torch gives each such dimension as tracing begins; after the
+failure, each symbol the shape environment replaced by an integer is a specialized dimension, named by the
+piece's input, and the guard ``Eq(symbol, value)`` the trace added says where: torch records the frame of the
+model's code that added it.
+
 Imports: :mod:`._record` (module paths); torch (and its sympy helpers) on use.
 """
 
@@ -320,6 +330,66 @@ class Watch:
                     return point
             except (ArithmeticError, TypeError, ValueError):
                 continue
+        return None
+
+
+class Specialized:
+    """The dynamic dimensions of a piece's export alone its code specialized, and where (Note [specialized
+    dimensions]). ``enter`` is given to the exported :class:`FlatCall` (its ``on_enter``); ``specs`` are the
+    dimensions declared dynamic of the piece's own inputs, which follow ``offset`` weights."""
+
+    def __init__(self, specs: Sequence[dict[int, Any] | None], offset: int) -> None:
+        self.specs, self.offset = specs, offset
+        self.env: Any = None
+        self.symbols: list[tuple[int, int, Any]] = []  # (input, dimension, its symbol as tracing began)
+
+    def enter(self, tensors: tuple[Any, ...]) -> None:
+        import torch
+        from torch._guards import detect_fake_mode
+
+        mode = detect_fake_mode(list(tensors))
+        if mode is None or mode.shape_env is None:
+            return
+        self.env = mode.shape_env
+        for i, dims in enumerate(self.specs):
+            for d in dims or {}:
+                size = tensors[self.offset + i].shape[d]
+                if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                    self.symbols.append((i, d, size.node.expr))
+
+    def describe(self, labels: Sequence[str]) -> tuple[str, str]:
+        """("specialized to 6 by modeling_jamba.py:422 (in mamba_selective_scan): hidden_states dim 1", that
+        frame's ``file:line``), the inputs named by ``labels``; ("", "") when it specialized none. Where first: a
+        report's line clips it."""
+        import os
+
+        if self.env is None:
+            return "", ""
+        by_value: dict[int, list[str]] = {}
+        for i, d, symbol in self.symbols:
+            value = self.env.replace(symbol)
+            if value.is_Integer:
+                by_value.setdefault(int(value), []).append(f"{labels[i]} dim {d}")
+        parts, where = [], ""
+        for value, dims in by_value.items():
+            frame = self._frame(value)
+            at = "" if frame is None else f" by {os.path.basename(frame.filename)}:{frame.lineno} (in {frame.name})"
+            where = where or ("" if frame is None else f"{frame.filename}:{frame.lineno}")
+            parts.append(f"specialized to {value}{at}: {', '.join(dims)}")
+        return "; ".join(parts), where
+
+    def _frame(self, value: int) -> Any:
+        """The frame of the model's code that added the first guard ``Eq(symbol, value)`` on a declared symbol."""
+        import traceback
+
+        import sympy
+
+        declared = {symbol for _, _, symbol in self.symbols}
+        for guard in self.env.guards:
+            expr, frame = guard.expr, guard.sloc.framework_loc
+            if (isinstance(expr, sympy.Eq) and isinstance(frame, traceback.FrameSummary) and len(expr.free_symbols) == 1
+                    and expr.free_symbols <= declared and sympy.Integer(value) in (expr.lhs, expr.rhs)):  # fmt: skip
+                return frame
         return None
 
 

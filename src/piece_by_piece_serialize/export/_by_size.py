@@ -7,6 +7,11 @@ multiple of its chunk size only when it is not one, a gated delta-net loops once
 piece gives a program that is right on the sizes that take the branches its trace took, and torch.export says
 which: exported with hint dimensions, the program keeps those assumptions as its domain (Note [domains] in
 :mod:`..domains`); with named ``Dim`` s, the export raises instead, and the piece has no program of its own.
+Such a piece comes here three ways: automatic mode cut it for a constraint violation blamed on its own code
+(:mod:`._blame`); its export alone, which declares ``Dim.DYNAMIC`` the dimensions that differ between its
+recorded calls, raised a constraint violation (a piece given by ``classes=``: a Jamba Mamba layer, whose mixer's
+reference scan loops over the sequence in Python, is specialized to each length it is traced at); or its
+program refused one of its recorded calls.
 
 So such a piece gets a program per domain. The first of its recorded calls (of the structure its operator
 carries) is exported with hints; its domain takes every recorded call it holds for, the program is checked on

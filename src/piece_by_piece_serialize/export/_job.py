@@ -89,6 +89,14 @@ def fresh_namespace() -> str:
             return namespace
 
 
+def sized(failure: Failure | None) -> bool:
+    """Whether a piece without a program of its own for ``failure`` may have programs by size (Note [programs by
+    size]): its program refuses one of its recorded calls, or torch.export refused the dimensions that differ
+    between them as dynamic (a constraint violation: exported alone, every guard is the piece's own code's, which
+    specializes such a dimension, a Jamba Mamba layer's loop over its sequence, or ties it to another)."""
+    return isinstance(failure, RefusedCall) or (failure is not None and failure.kind == CONSTRAINT)
+
+
 class Job(RangeChecks):
     """One export: the model, its examples and their dims, the pieces cut so far, the attempts."""
 
@@ -333,17 +341,19 @@ class Job(RangeChecks):
                 if twin is not None:  # its export alone would trace the same code the same way and fail as its twin's
                     out[path] = (None, out[twin][1], time.perf_counter() - start, None, None)
                     _log.info("piece %d/%d, %s: no program of its own, as %s, an identical piece", number, len(self.wrappers), path, twin)
+                    if sized(out[twin][1]):  # the twin's programs by size, checked on this piece's calls, or its own
+                        self._programs_by_size(path, module, calls, names, runnables, described, specs)
                     continue
                 out[path] = export_alone(module, path, calls, names, runnables, described, specs, self.verdict)
+                failure = out[path][1]
                 if out[path][0] is not None:
                     donors.append((path, module, described, specs))
                     if self.unchecked is not None:
                         shapes[path] = shapes_of(path, calls, described)
-                elif not isinstance(out[path][1], RefusedCall):
+                elif not isinstance(failure, RefusedCall):
                     failed.append((path, module, described, specs))
-                else:  # its program refuses one of its calls: a guard on sizes, which programs by size may cover
+                if sized(failure):  # a guard on its sizes, which programs by size may cover
                     self._programs_by_size(path, module, calls, names, runnables, described, specs)
-                failure = out[path][1]
                 _log.info("piece %d/%d, %s: %s in %.1f s", number, len(self.wrappers), path,
                           "exported alone" if failure is None else f"no program of its own ({failure.kind})", out[path][2])  # fmt: skip
         return out
