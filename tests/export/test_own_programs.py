@@ -315,6 +315,9 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     sized = [result.pieces[f"layers.{i}"].by_size for i in range(2)]
     assert sized[0] == sized[1] == "4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4)"
     assert result.report.passed is True
+    report = result.report.to_markdown()  # the programs by size load without the class: it is asked for only outside them
+    assert "- by size: 4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4); a saved artifact runs these programs" in report
+    assert "loading a saved artifact needs its class, or an instance" not in report
     with torch.no_grad():
         for n in (2, 5):
             x = torch.randn(2, n, 4)

@@ -387,9 +387,12 @@ def _piece_section(report: ExportReport, group: list[str], programs: dict[int, s
             runs.setdefault(programs[id(program)], []).append(path)
     if piece.own_export_failure is not None:
         own = piece.own_export_failure
-        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message}); loading a saved artifact needs its class, or an instance, in `implementations=`")
-        if piece.by_size is not None:
-            lines.append(f"- by size: {piece.by_size}")
+        lines.append(f"- own program: none ({own.kind}: {own.detail or own.message})")
+        if piece.by_size is not None:  # the archive and ONNX call those programs; the class is needed only at other sizes
+            lines.append(f"- by size: {piece.by_size}; a saved artifact runs these programs, and needs the piece's class in "
+                         "`implementations=` only for sizes none of them holds")  # fmt: skip
+        else:
+            lines.append("- loading a saved artifact needs its class, or an instance, in `implementations=`")
     elif len(group) == 1 and runs:
         (owner,) = runs
         lines.append("- own program: exported alone" if owner == group[0] else f"- own program: the one exported from `{owner}`, an identical piece")
