@@ -10,10 +10,14 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# derandomize: the same examples on every run. A random one made sympy's own sympify (the oracle of
+# tests/property/test_sym_expr_roundtrip.py) compute for over 12 minutes in one CI run, where the library refused
+# the text at once; a CI run must not depend on the draw. The fuzz profile and the atheris harnesses still explore.
 settings.register_profile(
     "ci",
     max_examples=200,
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
