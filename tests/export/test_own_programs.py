@@ -6,6 +6,7 @@ not exported alone; the report says per piece which."""
 from __future__ import annotations
 
 import inspect
+import os
 import linecache
 import subprocess
 import sys
@@ -260,10 +261,10 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     assert "specialized it to be a constant (6)" in own.text
     # said by name: the inputs, and the line of the model's code torch recorded for the guard (before: the flat
     # inputs by their place, L['tensors'][17].size()[1], and no line)
-    assert own.detail.startswith("specialized to 6 by modeling_jamba.py:")
+    assert own.detail.startswith("specialized to 6 by transformers/models/jamba/modeling_jamba.py:")
     assert own.detail.endswith(" (in mamba_selective_scan): hidden_states dim 1")
     file, _, line = own.where.rpartition(":")
-    assert own.detail.split(" ")[4] == f"modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
+    assert own.detail.split(" ")[4] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
     assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
     # a program per sequence length, each checked against the layer on its call: the examples' 6 and 8 tokens and
     # the points of the declared range, 2, 7 and 12 (before: None)
@@ -310,7 +311,8 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     assert all(f is not None and f.kind == "dynamic dimension constraint violated" for f in failures)
     assert failures[0] == failures[1]
     loop = inspect.getsourcelines(Scan.forward)[1] + 2  # the line of its loop
-    assert failures[0].detail == f"specialized to 3 by test_own_programs.py:{loop} (in forward): x dim 1"
+    here = os.path.relpath(__file__)  # a file under the working directory is named from it
+    assert failures[0].detail == f"specialized to 3 by {__file__ if here.startswith('..') else here}:{loop} (in forward): x dim 1"
     assert failures[0].where == f"{__file__}:{loop}"
     sized = [result.pieces[f"layers.{i}"].by_size for i in range(2)]
     assert sized[0] == sized[1] == "4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4)"

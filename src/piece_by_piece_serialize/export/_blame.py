@@ -96,13 +96,16 @@ def source_line(exc: BaseException) -> str:
 
 
 def _shorter(filename: str) -> str:
-    """``filename`` from its package on (``transformers/cache_utils.py``) when it is installed, else as it is."""
+    """``filename`` from its package on (``transformers/cache_utils.py``) when it is installed, else from the
+    working directory when it is under it (``tests/export/test_own_programs.py``), else as it is: every file the
+    messages name is named so."""
     import os
     import sysconfig
 
-    for root in dict.fromkeys((sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])):
-        if os.path.abspath(filename).startswith(os.path.join(root, "")):
-            return os.path.relpath(filename, root)
+    full = os.path.abspath(filename)
+    for root in dict.fromkeys((sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], os.getcwd())):
+        if full.startswith(os.path.join(root, "")):
+            return os.path.relpath(full, root)
     return filename
 
 
@@ -358,11 +361,9 @@ class Specialized:
                     self.symbols.append((i, d, size.node.expr))
 
     def describe(self, labels: Sequence[str]) -> tuple[str, str]:
-        """("specialized to 6 by modeling_jamba.py:422 (in mamba_selective_scan): hidden_states dim 1", that
-        frame's ``file:line``), the inputs named by ``labels``; ("", "") when it specialized none. Where first: a
-        report's line clips it."""
-        import os
-
+        """("specialized to 6 by transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan):
+        hidden_states dim 1", that frame's ``file:line``), the inputs named by ``labels``; ("", "") when it
+        specialized none. Where first: a report's line clips it."""
         if self.env is None:
             return "", ""
         by_value: dict[int, list[str]] = {}
@@ -373,15 +374,13 @@ class Specialized:
         parts, where = [], ""
         for value, dims in by_value.items():
             frame = self._frame(value)
-            at = "" if frame is None else f" by {os.path.basename(frame.filename)}:{frame.lineno} (in {frame.name})"
+            at = "" if frame is None else f" by {_shorter(frame.filename)}:{frame.lineno} (in {frame.name})"
             where = where or ("" if frame is None else f"{frame.filename}:{frame.lineno}")
             parts.append(f"specialized to {value}{at}: {', '.join(dims)}")
         return "; ".join(parts), where
 
     def _frame(self, value: int) -> Any:
         """The frame of the model's code that added the first guard ``Eq(symbol, value)`` on a declared symbol."""
-        import traceback
-
         import sympy
 
         declared = {symbol for _, _, symbol in self.symbols}
