@@ -9,6 +9,9 @@ secondary one draws text from ``grammars/sym_expr.lark`` itself (``from_lark``, 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -88,6 +91,32 @@ def _torch_namespace() -> dict[str, Any]:
     return {name: cls for name, cls in _classes().items() if name in TORCH_FUNCTIONS}
 
 
+# The oracle's bound: sympy computes what the library refuses past its limits (a Pow of more than MAX_NUMBER_BITS
+# bits); one such draw ran sympify for over 12 minutes in a CI run. Past the bound the oracle counts as refusing.
+_ORACLE_SECONDS = 10
+
+
+class _OracleTimeout(BaseException):  # not an Exception: sympy's own handlers must not take it
+    pass
+
+
+@contextlib.contextmanager
+def _at_most(seconds: float) -> Iterator[None]:
+    """Raise :class:`_OracleTimeout` in the block after ``seconds`` (a timer signal: pytest runs tests in the main
+    thread)."""
+
+    def expired(signum: int, frame: Any) -> None:
+        raise _OracleTimeout
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 # sympy warns (SymPyDeprecationWarning) on a boolean in arithmetic (Add(true, 0)), which torch never writes; the
 # warning is attributed to our module, which the suite's configuration turns into an error
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -101,7 +130,11 @@ def test_we_build_what_sympify_makes_of_the_text(expr: SymExpr) -> None:
     else:
         refused = False
     try:
-        theirs = sympy.sympify(str(expr), locals=_torch_namespace())  # the oracle: torch's own reading
+        with _at_most(_ORACLE_SECONDS):
+            theirs = sympy.sympify(str(expr), locals=_torch_namespace())  # the oracle: torch's own reading
+    except _OracleTimeout:  # sympy computing a number the library bounds (a Pow of thousands of bits) refuses it
+        assert refused, f"sympify computes {expr} for over {_ORACLE_SECONDS} s, we built {ours!r} at once"
+        return
     except Exception:  # sympify's refusal, whatever it raises
         assert refused, f"sympify refuses {expr}, we built {ours!r}"
         return
