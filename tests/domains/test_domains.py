@@ -201,3 +201,22 @@ def test_a_size_against_constants_is_one_range_in_python_as_the_conditions_say()
     grid = [[(n,), (m,)] for n in range(11) for m in range(11)]
     assert [ranges.holds(s) for s in grid] == [walked.holds(s) for s in grid]
     assert sum(ranges.holds(s) for s in grid) == sum(1 for n in range(3, 7) for m in range(2, 9) if n <= m) == 18
+
+
+def test_the_one_size_a_domain_holds_for_agrees_with_holds() -> None:
+    """:meth:`Domain.one_size` (Note [one size per program] in export/_by_size.py): a size fixed by ``==`` or by a
+    range whose ends meet is the one size of the grid the domain holds for; a range of several, or none, gives None."""
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    a, b, c = Size(0, 0), Size(1, 0), Size(2, 0)
+    conditions = (
+        Op("eq", (a, Const(6))),  # one size
+        Op("ge", (b, Const(4))), Op("lt", (Const(3), b)), Op("le", (b, Const(4))),  # a range whose ends meet: 4
+        Op("ge", (c, Const(2))), Op("le", (c, Const(9))),  # several
+    )  # fmt: skip
+    domain = Domain(conditions, 3, (a, b, c), (1, 1, 1))
+    assert [domain.one_size(i, 0) for i in range(3)] == [6, 4, None]
+    grid = [[(n,), (m,), (k,)] for n in range(11) for m in range(11) for k in range(11)]
+    held = [s for s in grid if domain.holds(s)]
+    assert {s[0][0] for s in held} == {6} and {s[1][0] for s in held} == {4} and len({s[2][0] for s in held}) == 8
+    assert Domain((Op("eq", (a, Const(2))), Op("eq", (a, Const(3)))), 1).one_size(0, 0) is None  # none: no one size

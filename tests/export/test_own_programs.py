@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from piece_by_piece_serialize import export_piece_by_piece  # noqa: E402
+from piece_by_piece_serialize import export_piece_by_piece, load_piece_by_piece  # noqa: E402
 from piece_by_piece_serialize.export import FAILURE_KINDS  # noqa: E402
 
 Dim = torch.export.Dim
@@ -266,9 +266,13 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     file, _, line = own.where.rpartition(":")
     assert own.detail.split(" ")[4] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
     assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
-    # a program per sequence length, each checked against the layer on its call: the examples' 6 and 8 tokens and
-    # the points of the declared range, 2, 7 and 12 (before: None)
-    assert piece.by_size == "5 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8; 2x2x32 1x2; 2x7x32 1x7; 2x12x32 1x12)"
+    # a program per sequence length of its calls, each checked against the layer on its call: the examples' 6 and
+    # 8 tokens (before: None). Each holds one length, so the points of the declared range, 2, 7 and 12, get none:
+    # a program there would hold that length alone, at a cost that grows with it (Note [one size per program])
+    assert piece.by_size == (
+        "2 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8); none made at seq=2, seq=7, seq=12 (each program "
+        "holds one size of hidden_states dim 1, as a loop over it unrolled in the trace does): calls at those sizes are refused"
+    )
     assert piece.passed is True and result.report.passed is True
     x = tiny.ids(11, 3, seed=3)
     with torch.no_grad():
@@ -301,7 +305,7 @@ class Scans(torch.nn.Module):
         return self.layers[1](self.layers[0](x))
 
 
-def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_size(monkeypatch: Any) -> None:
+def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_size(tmp_path: Any) -> None:
     # layer 1 takes layer 0's failed export alone (Note [shared programs]) and, as layer 0, programs by size: its
     # calls at each length checked on layer 0's programs (before: neither had any)
     torch.manual_seed(0)
@@ -314,16 +318,28 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     here = os.path.relpath(__file__)  # a file under the working directory is named from it
     assert failures[0].detail == f"specialized to 3 by {__file__ if here.startswith('..') else here}:{loop} (in forward): x dim 1"
     assert failures[0].where == f"{__file__}:{loop}"
+    # a program per length of its calls (3 and 4); each holds its length alone, so the range's ends get none
+    # (Note [one size per program]: before, one each, at a cost that grows with the length)
     sized = [result.pieces[f"layers.{i}"].by_size for i in range(2)]
-    assert sized[0] == sized[1] == "4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4)"
+    assert sized[0] == sized[1] == (
+        "2 programs by size (from calls at 2x3x4; 2x4x4); none made at seq=2, seq=6 (each program holds one size of x "
+        "dim 1, as a loop over it unrolled in the trace does): calls at those sizes are refused"
+    )
     assert result.report.passed is True
     report = result.report.to_markdown()  # the programs by size load without the class: it is asked for only outside them
-    assert "- by size: 4 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4; 2x6x4); a saved artifact runs these programs" in report
+    assert "- by size: 2 programs by size (from calls at 2x3x4; 2x4x4); none made at seq=2" in report
     assert "loading a saved artifact needs its class, or an instance" not in report
     with torch.no_grad():
         for n in (2, 5):
             x = torch.randn(2, n, 4)
             torch.testing.assert_close(result.module()(x), model(x), rtol=0, atol=0)
+    result.save(tmp_path / "scans.pt2")
+    loaded = load_piece_by_piece(tmp_path / "scans.pt2")
+    with torch.no_grad():
+        x = torch.randn(2, 4, 4)  # a length of the calls: its program
+        torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
+        with pytest.raises(ValueError, match=r"layers\.0 has no program for these input sizes \(2x6x4\)"):
+            loaded(torch.randn(2, 6, 4))  # the range's end: refused by name
 
 
 class Picker(torch.nn.Module):

@@ -135,6 +135,15 @@ class Domain:
             return False
         return all(values)
 
+    def one_size(self, input: int, dim: int) -> int | None:
+        """The one size of dimension ``dim`` of flat input ``input`` the domain holds for (a condition ``size ==
+        constant``, or a range whose ends meet), or None when it holds for several or none."""
+        sizes = {v for i, d, v in self._plan[0] if (i, d) == (input, dim)}
+        for i, d, low, high in self._bounds[0]:
+            if (i, d) == (input, dim) and low == high:
+                sizes.add(int(low))
+        return sizes.pop() if len(sizes) == 1 else None
+
     @functools.cached_property
     def _plan(self) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[tuple[int, int], tuple[int, int]], ...], tuple[Expr, ...]]:
         """The conditions ``size == constant`` as triples (most of a layer's: its weights' sizes) and ``size == size``

@@ -181,11 +181,15 @@ def _failed(exc: BaseException, specialized: Specialized, module: torch.nn.Modul
     failure = Failure.of(exc)
     if failure.kind != CONSTRAINT:
         return failure
-    labels = input_names(module.forward, example.args, example.kwargs)
-    if len(labels) != len(example.tensors):  # a cache cut to the layers it touches: its inputs by their place
-        labels = [f"input {i}" for i in range(len(example.tensors))]
-    detail, where = specialized.describe(labels)
+    detail, where = specialized.describe(input_labels(module, example))
     return dataclasses.replace(failure, detail=detail, where=where or failure.where)
+
+
+def input_labels(module: torch.nn.Module, example: Example) -> list[str]:
+    """The names of a piece's flat input tensors in a call (``hidden_states``, ``past.layers.0.keys``), by
+    their place (``input 3``) for a cache cut to the layers it touches."""
+    labels = input_names(module.forward, example.args, example.kwargs)
+    return labels if len(labels) == len(example.tensors) else [f"input {i}" for i in range(len(example.tensors))]
 
 
 def runnable_of(program: Any, runnables: dict[int, Any], check_guards: bool = True) -> Any:

@@ -24,6 +24,17 @@ and the loaded archive's operator (:mod:`..artifact._ops`), which runs the piece
 user gives its class or an instance in ``implementations=``. Inside the export the piece runs its module, as
 every piece behind an operator does.
 
+Note [one size per program]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A piece whose code loops over a dimension in Python (Jamba's reference Mamba scan over its sequence) is traced
+with the loop unrolled: its program holds one size of that dimension, and its graph grows with that size. When
+two or more of its programs by size each hold one size of a varying dimension, each its own, a point of the
+declared ranges gets no program: it would hold that point's size alone, and at the end of a range declared to
+4,096 it would unroll 4,096 steps (a tiny Jamba's export and ONNX conversion took 46 s at a range of 64 and 69 s
+at 128, most of it the programs at the range's points). Those points are named in the report (``none made at
+...``), and calls at them are refused by name where the programs run, as every size no domain holds for is; the
+recorded calls, the user's own sizes, keep their programs.
+
 Imports: :mod:`..domains` and the modules of this package below :mod:`._job`; torch.
 """
 
@@ -38,7 +49,7 @@ import torch
 
 from ..domains import Domain, DomainError, domain_of
 from ..serialize import make_copy
-from ._alone import check_alone, contiguous, export_program, flat_result, runnable_of, weights_of
+from ._alone import check_alone, contiguous, export_program, flat_result, input_labels, runnable_of, weights_of
 from ._blame import Failure
 from ._examples import Example
 from ._flat import FlatCall
@@ -58,13 +69,33 @@ class BySize:
     programs: list[tuple[Any, Domain, str]] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     worst: float | None = 0.0  # the largest difference over the calls they were checked on (None: no values)
+    # points of the declared ranges left without a program, and why (Note [one size per program])
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    why_skipped: str = ""
 
     def choose(self, shapes: Sequence[Sequence[int]]) -> Any | None:
         """The program that computes a call of these flat input shapes (weights first), or None."""
         return next((program for program, domain, _ in self.programs if domain.holds(shapes)), None)
 
     def describe(self) -> str:
-        return f"{len(self.programs)} program{'s' * (len(self.programs) != 1)} by size (from calls at {'; '.join(s for _, _, s in self.programs)})"
+        made = f"{len(self.programs)} program{'s' * (len(self.programs) != 1)} by size (from calls at {'; '.join(s for _, _, s in self.programs)})"
+        if not self.skipped:
+            return made
+        return f"{made}; none made at {', '.join(self.skipped)} ({self.why_skipped}): calls at those sizes are refused"
+
+    def one_size_each(self) -> list[tuple[int, int]]:
+        """The varying dimensions (tensor input, dimension) each of two or more programs holds at one size, each
+        program at its own (Note [one size per program])."""
+        if len(self.programs) < 2:
+            return []
+        offset = len(self.names)
+        found = []
+        for i, dims in enumerate(self.specs):
+            for d in dims or {}:
+                sizes = [domain.one_size(offset + i, d) for _, domain, _ in self.programs]
+                if None not in sizes and len(set(sizes)) == len(sizes):
+                    found.append((i, d))
+        return found
 
 
 def shapes_of(weights: Sequence[Any], tensors: Sequence[Any]) -> list[tuple[int, ...]]:
@@ -140,13 +171,21 @@ def share_by_size(donor: BySize, module: torch.nn.Module, path: str, calls: list
         want = flat_result(path, recorded, example.call)
         if program is None or judge(program, module, path, donor.names, runnables, example.tensors, want, trial, "its recorded calls") is not None:
             return None
-    return BySize(key, donor.names, donor.specs, list(donor.programs), 0.0, donor.worst)
+    return BySize(key, donor.names, donor.specs, list(donor.programs), 0.0, donor.worst, list(donor.skipped), donor.why_skipped)
 
 
 def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example, want: list[Any], runnables: dict[int, Any],
            verdict: Verdict, where: str) -> str | None:  # fmt: skip
     """A call at a point of the declared ranges that no domain of ``by_size`` holds for: its own program, checked
-    on it (:func:`judge`), added; or why not (then the piece has no programs by size)."""
+    on it (:func:`judge`), added; or why not (then the piece has no programs by size). None too when the point is
+    left without a program, as each program holds one size of a dimension (Note [one size per program])."""
+    held = by_size.one_size_each()
+    if held:
+        labels = input_labels(module, example)
+        dims = ", ".join(f"{labels[i]} dim {d}" for i, d in held)
+        by_size.skipped.append(where)
+        by_size.why_skipped = f"each program holds one size of {dims}, as a loop over it unrolled in the trace does"
+        return None
     if len(by_size.programs) == MOST:
         return f"its calls need more than {MOST} programs by size (at {where})"
     start = time.perf_counter()

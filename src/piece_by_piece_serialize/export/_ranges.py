@@ -278,12 +278,15 @@ class RangeChecks:
                     and judge(twin[0], wrapper._pbp_original, path, by_size.names, self.own_runnables, described[0].tensors, want, self.verdict, where) is None):  # fmt: skip
                 by_size.programs.append(twin)
                 continue
+            before = len(by_size.programs)
             error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.own_runnables, self.verdict, where)
             if error is not None:
                 self._drop_by_size(path, error)
-            else:
+            elif len(by_size.programs) > before:
                 made.setdefault(id(by_size.programs[0][0]), by_size.programs[-1])
                 _log.info("piece %s: a program by size for %s", path, where)
+            else:  # Note [one size per program] in ._by_size
+                _log.info("piece %s: no program by size for %s (%s)", path, where, by_size.why_skipped)
 
     def _drop_by_size(self, path: str, why: str) -> None:
         del self.by_size[path]
