@@ -266,12 +266,14 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     file, _, line = own.where.rpartition(":")
     assert own.detail.split(" ")[4] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
     assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
-    # a program per sequence length of its calls, each checked against the layer on its call: the examples' 6 and
-    # 8 tokens (before: None). Each holds one length, so the points of the declared range, 2, 7 and 12, get none:
-    # a program there would hold that length alone, at a cost that grows with it (Note [one size per program])
+    # a program per sequence length, each checked against the layer on its call: the examples' 6 and 8 tokens and
+    # the points of the declared range up to them, 2 and 7 (before: None). Each holds one length, so the range's
+    # end, 12, gets none: a program there would hold 12 alone, at a cost that grows with it (Note [one size per
+    # program]; a range declared to 4,096 unrolled 4,096 steps)
     assert piece.by_size == (
-        "2 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8); none made at seq=2, seq=7, seq=12 (each program "
-        "holds one size of hidden_states dim 1, as a loop over it unrolled in the trace does): calls at those sizes are refused"
+        "4 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8; 2x2x32 1x2; 2x7x32 1x7); none made at seq=12 (each "
+        "program holds one size of hidden_states dim 1, as a loop over it unrolled in the trace does, and one past its "
+        "calls' largest (8) would cost more with each step): calls at those sizes are refused"
     )
     assert piece.passed is True and result.report.passed is True
     x = tiny.ids(11, 3, seed=3)
@@ -318,16 +320,17 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     here = os.path.relpath(__file__)  # a file under the working directory is named from it
     assert failures[0].detail == f"specialized to 3 by {__file__ if here.startswith('..') else here}:{loop} (in forward): x dim 1"
     assert failures[0].where == f"{__file__}:{loop}"
-    # a program per length of its calls (3 and 4); each holds its length alone, so the range's ends get none
-    # (Note [one size per program]: before, one each, at a cost that grows with the length)
+    # a program per length of its calls (3 and 4) and of the range's points up to them (2); each holds its length
+    # alone, so the range's end, 6, gets none (Note [one size per program]: before, one, at a cost that grows with it)
     sized = [result.pieces[f"layers.{i}"].by_size for i in range(2)]
     assert sized[0] == sized[1] == (
-        "2 programs by size (from calls at 2x3x4; 2x4x4); none made at seq=2, seq=6 (each program holds one size of x "
-        "dim 1, as a loop over it unrolled in the trace does): calls at those sizes are refused"
+        "3 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4); none made at seq=6 (each program holds one size of x "
+        "dim 1, as a loop over it unrolled in the trace does, and one past its calls' largest (4) would cost more "
+        "with each step): calls at those sizes are refused"
     )
     assert result.report.passed is True
     report = result.report.to_markdown()  # the programs by size load without the class: it is asked for only outside them
-    assert "- by size: 2 programs by size (from calls at 2x3x4; 2x4x4); none made at seq=2" in report
+    assert "- by size: 3 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4); none made at seq=6" in report
     assert "loading a saved artifact needs its class, or an instance" not in report
     with torch.no_grad():
         for n in (2, 5):

@@ -29,11 +29,13 @@ Note [one size per program]
 A piece whose code loops over a dimension in Python (Jamba's reference Mamba scan over its sequence) is traced
 with the loop unrolled: its program holds one size of that dimension, and its graph grows with that size. When
 two or more of its programs by size each hold one size of a varying dimension, each its own, a point of the
-declared ranges gets no program: it would hold that point's size alone, and at the end of a range declared to
-4,096 it would unroll 4,096 steps (a tiny Jamba's export and ONNX conversion took 46 s at a range of 64 and 69 s
-at 128, most of it the programs at the range's points). Those points are named in the report (``none made at
-...``), and calls at them are refused by name where the programs run, as every size no domain holds for is; the
-recorded calls, the user's own sizes, keep their programs.
+declared ranges past the largest of those sizes gets no program: it would hold that point's size alone, and at
+the end of a range declared to 4,096 it would unroll 4,096 steps (a tiny Jamba's export and ONNX conversion took
+46 s with the sequence declared up to 64, 69 s to 128, 117 s to 256, most of it the programs at the range's
+middle and end). So the cost is bounded by the piece's own calls, the user's sizes: the points up to them get
+their programs (a decode step's single new token, below the examples' 2 and 3), those past them are named in the
+report (``none made at ...``), and calls at them are refused by name where the programs run, as every size no
+domain holds for is.
 
 Imports: :mod:`..domains` and the modules of this package below :mod:`._job`; torch.
 """
@@ -83,18 +85,18 @@ class BySize:
             return made
         return f"{made}; none made at {', '.join(self.skipped)} ({self.why_skipped}): calls at those sizes are refused"
 
-    def one_size_each(self) -> list[tuple[int, int]]:
+    def one_size_each(self) -> dict[tuple[int, int], int]:
         """The varying dimensions (tensor input, dimension) each of two or more programs holds at one size, each
-        program at its own (Note [one size per program])."""
+        program at its own, and the largest of those sizes (Note [one size per program])."""
         if len(self.programs) < 2:
-            return []
+            return {}
         offset = len(self.names)
-        found = []
+        found = {}
         for i, dims in enumerate(self.specs):
             for d in dims or {}:
                 sizes = [domain.one_size(offset + i, d) for _, domain, _ in self.programs]
                 if None not in sizes and len(set(sizes)) == len(sizes):
-                    found.append((i, d))
+                    found[i, d] = max(s for s in sizes if s is not None)
         return found
 
 
@@ -178,13 +180,17 @@ def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example
            verdict: Verdict, where: str) -> str | None:  # fmt: skip
     """A call at a point of the declared ranges that no domain of ``by_size`` holds for: its own program, checked
     on it (:func:`judge`), added; or why not (then the piece has no programs by size). None too when the point is
-    left without a program, as each program holds one size of a dimension (Note [one size per program])."""
-    held = by_size.one_size_each()
-    if held:
+    left without a program: each program holds one size of a dimension, and the point's is past them all (Note [one
+    size per program])."""
+    beyond = {(i, d): most for (i, d), most in by_size.one_size_each().items() if example.tensors[i].shape[d] > most}
+    if beyond:
         labels = input_labels(module, example)
-        dims = ", ".join(f"{labels[i]} dim {d}" for i, d in held)
+        dims = ", ".join(f"{labels[i]} dim {d}" for i, d in beyond)
         by_size.skipped.append(where)
-        by_size.why_skipped = f"each program holds one size of {dims}, as a loop over it unrolled in the trace does"
+        by_size.why_skipped = (
+            f"each program holds one size of {dims}, as a loop over it unrolled in the trace does, and one past its "
+            f"calls' largest ({', '.join(map(str, dict.fromkeys(beyond.values())))}) would cost more with each step"
+        )
         return None
     if len(by_size.programs) == MOST:
         return f"its calls need more than {MOST} programs by size (at {where})"
