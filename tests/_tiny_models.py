@@ -77,11 +77,13 @@ def gemma3(sliding_window: int = 5) -> Any:
     )
 
 
-def qwen3_next() -> Any:
+def qwen3_next(layers: int = 4) -> Any:
+    """Qwen3-Next: ``layers - 1`` gated delta-net (linear attention) layers, then a full-attention one."""
     return _causal(
         config(
             "qwen3_next",
-            num_hidden_layers=4,  # three linear-attention layers, then a full-attention one
+            num_hidden_layers=layers,
+            layer_types=["linear_attention"] * (layers - 1) + ["full_attention"],
             linear_num_value_heads=2,
             linear_num_key_heads=2,
             linear_key_head_dim=8,
