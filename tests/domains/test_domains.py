@@ -220,3 +220,16 @@ def test_the_one_size_a_domain_holds_for_agrees_with_holds() -> None:
     held = [s for s in grid if domain.holds(s)]
     assert {s[0][0] for s in held} == {6} and {s[1][0] for s in held} == {4} and len({s[2][0] for s in held}) == 8
     assert Domain((Op("eq", (a, Const(2))), Op("eq", (a, Const(3)))), 1).one_size(0, 0) is None  # none: no one size
+
+
+def test_why_a_domain_refuses_names_its_first_false_condition_and_the_sizes_it_reads() -> None:
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    a, b = Size(0, 0), Size(1, 2)
+    domain = Domain((Op("le", (a, Const(15))), Op("eq", (b, a)), Op("eq", (Op("mod", (a, b)), Const(0)))), 2, (a,), (1, 3))
+    assert domain.why_not([(4,), (1, 1, 4)]) == "" and domain.holds([(4,), (1, 1, 4)])
+    assert domain.why_not([(16,), (1, 1, 16)]) == "(in0.size(0) <= 15) is false at in0.size(0)=16"
+    assert domain.why_not([(6,), (1, 1, 5)]) == "(in1.size(2) == in0.size(0)) is false at in1.size(2)=5, in0.size(0)=6"
+    assert domain.why_not([(0,), (1, 1, 0)]) == "((in0.size(0) % in1.size(2)) == 0) divides by zero at in0.size(0)=0, in1.size(2)=0"
+    assert domain.why_not([(4,), (1, 4)]) == "input 1 has 2 dimensions where the program takes 3"
+    assert domain.why_not([(4,)]) == "1 inputs where the program takes 2"

@@ -108,6 +108,8 @@ def test_the_file_and_the_archive_refuse_the_sizes_the_programs_guards_refuse(tm
     for rows in (16, 20):
         with pytest.raises(Exception, match=r"refused: these input sizes are outside those the program was exported for"):
             session.run(None, {"x": torch.ones(rows, 4).numpy()})
-        with pytest.raises(ValueError, match=rf"the sizes of this call \({rows}x4\) are outside those the program was exported for"):
+        with pytest.raises(ValueError, match=rf"the sizes of this call \({rows}x4\) are outside those the program was exported for") as refused:
             loaded(torch.ones(rows, 4))
+        # the condition that refuses, with the sizes it read (before: only the sizes of the call)
+        assert f"(in0.size(0) <= 15) is false at in0.size(0)={rows} (inputs numbered from 0 as listed)" in str(refused.value)
     loaded.close()

@@ -93,6 +93,6 @@ def test_a_loaded_call_is_checked_by_the_programs_domains_not_by_torchs_own_chec
     monkeypatch.setattr(export_utils, "_check_input_constraints_for_graph", refuse)
     x = torch.randn(7, 4)
     assert torch.equal(loaded(x), x * 2 + 1)
-    with pytest.raises(ValueError, match="outside those the program was exported for"):
+    with pytest.raises(ValueError, match="outside those the program was exported for.*: input 0 has 3 dimensions where the program takes 2"):
         loaded(torch.randn(7, 4, 1))  # a rank no condition of sizes would see: the domain checks ranks too
     loaded.close()

@@ -99,10 +99,11 @@ class FlatProgramModule(torch.nn.Module):
         else:
             tensors = found[1]
         domain = self.domain
-        if domain is not None and not domain.holds([tuple(t.shape) for t in tensors]):
+        if domain is not None and not domain.holds(shapes := [tuple(t.shape) for t in tensors]):
             raise ValueError(
                 f"{self.name}: the sizes of this call ({sizes_text(tensors)}) are outside those the program was exported for (its guards "
-                "and ranges, which torch checks too: Note [the file's sizes] in onnx_export): export from examples of these sizes"
+                f"and ranges, which torch checks too: Note [the file's sizes] in onnx_export): {domain.why_not(shapes)} (inputs "
+                "numbered from 0 as listed); export from examples of these sizes"
             )
         out = self.program(*(t.contiguous() for t in tensors))  # as it was exported (export/_job.py, _contiguous)
         return finish_call(self.call, list(out), [*args, *kwargs.values()])

@@ -183,6 +183,26 @@ class Domain:
                 bounds[i, d][0] = max(low, v if name == "ge" else v + 1)
         return tuple((i, d, low, high) for (i, d), (low, high) in bounds.items()), tuple(rest)
 
+    def why_not(self, shapes: Sequence[Sequence[int]]) -> str:
+        """Why the domain does not hold for inputs of these shapes: its first false condition and the sizes it
+        reads (``(in3.size(0) == in1.size(2)) is false at in3.size(0)=30, in1.size(2)=15``); "" where it holds.
+        For errors: :meth:`holds` is the check."""
+        if len(shapes) != self.n_inputs:
+            return f"{len(shapes)} inputs where the program takes {self.n_inputs}"
+        for i, (s, r) in enumerate(zip(shapes, self.ranks or [len(s) for s in shapes], strict=True)):
+            if len(s) != r:
+                return f"input {i} has {len(s)} dimensions where the program takes {r}"
+        for c in self.conditions:
+            try:
+                if _value(c, shapes):
+                    continue
+                why = "is false"
+            except (_Zero, IndexError):
+                why = "divides by zero"
+            at = ", ".join(f"{s}={shapes[s.input][s.dim]}" for s in dict.fromkeys(_sizes_in(c)))
+            return f"{c} {why} at {at}"
+        return ""
+
     def reading(self, first: int) -> Domain:
         """The conditions that read a size of input ``first`` or of a later one: those of the earlier inputs alone
         hold by construction where those are constants (a piece's weights, in an ONNX file)."""
