@@ -63,8 +63,10 @@ def test_the_file_and_the_archive_refuse_the_sizes_a_pieces_own_guards_refuse(tm
     for rows in (16, 20):  # the file returned x * 2 + 1 here, where eager gives x * 3 + 1
         with pytest.raises(Exception, match=r"refused: inner was not exported for these input sizes"):
             session.run(None, {"x": torch.ones(rows, 4).numpy()})
-        with pytest.raises(ValueError, match=rf"the program of inner was not exported for these input sizes \({rows}x4\)"):
+        with pytest.raises(ValueError, match=rf"the program of inner was not exported for these input sizes \({rows}x4\)") as refused:
             loaded(torch.ones(rows, 4))
+        # the first condition that refuses (before: every condition of the domain, one per weight's size too)
+        assert f"its ranges refuse them, (in0.size(0) <= 15) is false at in0.size(0)={rows} (inputs numbered from 0: these)" in str(refused.value)
     loaded.close()
     fresh = subprocess.run([sys.executable, "-c", _FRESH, str(tmp_path / "outer.pt2")], capture_output=True, text=True, timeout=300)
     assert fresh.returncode == 0, fresh.stderr[-2000:]

@@ -83,10 +83,12 @@ class LoadedOperator:
     def _real(self, tensors: list[Any], weights: list[Any], key: str) -> list[Any]:
         record, call = self._lookup(key)
         if self.runner is not None and key == self.record.program_key:
-            if self.domain is not None and not self.domain.holds([tuple(t.shape) for t in (*weights, *tensors)]):
+            if self.domain is not None and not self.domain.holds(shapes := [tuple(t.shape) for t in (*weights, *tensors)]):
+                # the whole domain holds a condition per weight's size: the first false one says why
                 raise ValueError(
                     f"{self.qualname}: the program of {self.record.piece} was not exported for these input sizes "
-                    f"({sizes_text(tensors)}): its ranges refuse them ({self.domain}); export from examples of "
+                    f"({sizes_text(tensors)}): its ranges refuse them, {self.domain.why_not(shapes)} (inputs numbered "
+                    f"from 0: {f'its {len(weights)} weights, then these' if weights else 'these'}); export from examples of "
                     "these sizes (Note [one check of the sizes])"
                 )
             return list(self.runner(*weights, *tensors))
