@@ -341,8 +341,13 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     with torch.no_grad():
         x = torch.randn(2, 4, 4)  # a length of the calls: its program
         torch.testing.assert_close(loaded(x), model(x), rtol=0, atol=0)
-        with pytest.raises(ValueError, match=r"layers\.0 has no program for these input sizes \(2x6x4\)"):
+        with pytest.raises(ValueError, match=r"layers\.0 has no program for these input sizes \(2x6x4\)") as refused:
             loaded(torch.randn(2, 6, 4))  # the range's end: refused by name
+    # and why by each program, which says the lengths there are programs for (the input x follows the 2 weights)
+    assert (
+        "(1: (in2.size(1) == 3) is false at in2.size(1)=6; 2: (in2.size(1) == 4) is false at in2.size(1)=6; 3: (in2.size(1) "
+        "== 2) is false at in2.size(1)=6; inputs numbered from 0: its 2 weights, then these)"
+    ) in str(refused.value)
 
 
 class Picker(torch.nn.Module):

@@ -98,9 +98,11 @@ class LoadedOperator:
             if runner is not None:
                 return list(runner(*weights, *tensors))
             if self.implementation is None:
+                whys = "; ".join(f"{k}: {domain.why_not(shapes)}" for k, (domain, _) in enumerate(self.by_size, 1))
                 raise ValueError(
                     f"{self.qualname}: {self.record.piece} has no program for these input sizes ({sizes_text(tensors)}): none of its "
-                    f"{len(self.by_size)} programs by size was exported for them; pass its class or an instance in "
+                    f"{len(self.by_size)} programs by size was exported for them ({whys}; inputs numbered from 0: "
+                    f"{f'its {len(weights)} weights, then these' if weights else 'these'}); pass its class or an instance in "
                     "implementations= to run its module there"
                 )
         if self.implementation is None:
