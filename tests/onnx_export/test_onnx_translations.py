@@ -110,6 +110,32 @@ def test_an_operator_without_translation_is_named_with_the_hook_that_gives_one(t
         result.to_onnx(tmp_path / "other.onnx", translations={"pbp_onnx_test::shifted_square": shifted_square})
 
 
+def test_onnxruntime_outside_the_exports_tolerances_is_refused_by_name(tmp_path: Path) -> None:
+    """Note [onnxruntime's verdict]: a translation that computes otherwise than eager (off by 1e-3, ten times the
+    float32 tolerance) was returned with only its difference as a number; to_onnx now raises, naming the output,
+    and strict=False returns the file with what differs listed."""
+
+    def off(x: Any, shift: float) -> Any:
+        from onnxscript import opset18 as op
+
+        return op.Add(op.Mul(x, x), op.CastLike(op.Constant(value_float=shift + 1e-3), x))
+
+    model = _Squares().eval()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    translations = {torch.ops.pbp_onnx_test.shifted_square: off}
+    with pytest.raises(OnnxExportError) as caught:
+        result.to_onnx(tmp_path / "off.onnx", translations=translations)
+    message = str(caught.value)
+    assert message.startswith("to_onnx: onnxruntime computes 1 output(s) outside the export's tolerances against eager: output (max |diff| 0.001")
+    assert message.endswith("off.onnx is written, to look into; to_onnx(..., strict=False) returns it") and (tmp_path / "off.onnx").exists()
+    written = result.to_onnx(tmp_path / "off.onnx", translations=translations, strict=False)
+    assert len(written.differs) == 1 and written.differs[0].startswith("output (max |diff| 0.001") and 9e-4 < written.model_diff < 1.1e-3
+    assert "note: onnxruntime's results of off.onnx outside the tolerances against eager: output (max |diff| 0.001" in str(result.report)
+    # within a tolerance the user gave the export, it passes
+    loose = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), atol=1e-2)
+    assert loose.to_onnx(tmp_path / "loose.onnx", translations=translations).differs == ()
+
+
 def _decoder_layers(model: Any) -> tuple[type, ...]:
     return tuple(dict.fromkeys(type(layer) for layer in model.model.layers))
 

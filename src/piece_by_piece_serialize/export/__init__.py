@@ -217,7 +217,10 @@ def _export(model: torch.nn.Module, examples: list[Example], specs: list[DimSpec
     result = PieceByPieceExport(
         program, dict(report.pieces), report, job.flat.call, examples[0].key, job.saved_pieces(own), job.namespace, job.close
     )
-    result._for_onnx(model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs, job.by_size)
+    result._for_onnx(
+        model, examples[0], [(list(e.tensors), r) for e, r in zip(examples, references, strict=True)], job.piece_calls(), specs, job.by_size,
+        (verdict.atol, verdict.rtol),
+    )
     return result, set(job.guarded_hints)
 
 

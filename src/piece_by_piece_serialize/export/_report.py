@@ -150,6 +150,8 @@ class ExportReport:
         self.root = dataclasses.replace(self.root, onnx_max_abs_diff=written.model_diff)
         if written.not_checked is not None:  # its column says "not run"; the note says why
             self.notes.append(f"onnxruntime's checks of {os.path.basename(written.path)} not run: {written.not_checked}")
+        if written.differs:  # Note [onnxruntime's verdict] in ..onnx_export
+            self.notes.append(f"onnxruntime's results of {os.path.basename(written.path)} outside the tolerances against eager: {'; '.join(written.differs)}")
 
     @property
     def passed(self) -> bool | None:

@@ -27,6 +27,7 @@ from ..custom_op._calls import Call
 from ._errors import PieceByPieceExportError
 from ._record import tracing_path
 from ._report import ExportReport, Piece
+from ._verdict import tolerance
 
 if TYPE_CHECKING:
     from ..onnx_export import OnnxExport
@@ -119,13 +120,17 @@ class PieceByPieceExport:
     def to_onnx(
         self, path: str | os.PathLike[str], *, opset: int | None = None,
         translations: Mapping[Any, Callable[..., Any]] | None = None, weights: str | os.PathLike[str] | None = None,
+        strict: bool = True,
     ) -> OnnxExport:  # fmt: skip
         """Write the export as one ONNX model through ``torch.onnx.export(dynamo=True)``: each piece an ONNX local
         function called from the main graph, its weights passed as inputs; pieces that compute the same function
         (identical layers) share one. Dynamic dimensions are kept, and inputs and outputs are named after the
         model's arguments (``input_ids``, ``past.layers.0.keys``, ``output.logits``). The model passes
         ``onnx.checker.check_model(full_check=True)``; onnxruntime runs it on every example and each function on
-        each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column).
+        each of its pieces' recorded calls, and the report gains those differences (its ``onnx`` column). They
+        are judged as the export judges its program, with its tolerances (Note [the verdict]): outside them,
+        ``to_onnx`` raises ``OnnxExportError`` naming what differs, the file left written to look into; with
+        ``strict=False`` it returns, ``differs`` listing it and the report saying so.
 
         ``weights`` is for a model exported without its weights (on the ``meta`` device or under
         ``FakeTensorMode``): a safetensors checkpoint as :meth:`save` takes it. Each weight is then read from it one
@@ -141,7 +146,7 @@ class PieceByPieceExport:
         naming each piece that has no program of its own (its export failed) and why, or an operator that has
         no translation and the hook that gives one.
         """
-        from ..onnx_export import OnnxPiece, write_onnx
+        from ..onnx_export import OnnxExportError, OnnxPiece, write_onnx
 
         why = {p: piece.own_export_failure or piece.failure for p, piece in self.pieces.items()}
         sized = {path: (by.key, by.programs) for path, by in self._by_size.items()}
@@ -172,22 +177,31 @@ class PieceByPieceExport:
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
             input_names=inputs, output_names=outputs, opset=opset, translations=translations,
-            dim_names=_dim_names(self._specs), stream=stream,
+            dim_names=_dim_names(self._specs), stream=stream, tolerance=lambda dtype: tolerance(dtype, *self._tolerances),
         )  # fmt: skip
         self.report.attach_onnx(written)
         self.pieces.update(self.report.pieces)
+        if written.differs and strict:  # Note [onnxruntime's verdict]
+            raise OnnxExportError(
+                f"to_onnx: onnxruntime computes {len(written.differs)} output(s) outside the export's tolerances against "
+                f"eager: {'; '.join(written.differs[:5])}{'; ...' if len(written.differs) > 5 else ''}. {written.path} is "
+                "written, to look into; to_onnx(..., strict=False) returns it"
+            )
         return written
 
     def _for_onnx(
         self, model: Any, example: Any, examples: list[tuple[list[Any], list[Any]]], calls: dict[str, Any],
         specs: Sequence[dict[int, Any] | None] = (), by_size: Mapping[str, Any] | None = None,
+        tolerances: tuple[float | None, float | None] = (None, None),
     ) -> None:  # fmt: skip
         """What :meth:`to_onnx` checks against and names by: the model, its first example, every example's flat
         tensors with eager's outputs, each piece's recorded calls, the dynamic shapes of the flat tensors (whose
-        ``Dim`` names name the ONNX file's dimensions), the pieces' programs by size (Note [programs by size])."""
+        ``Dim`` names name the ONNX file's dimensions), the pieces' programs by size (Note [programs by size]), the
+        export's atol and rtol (Note [the verdict])."""
         self._model, self._example, self._onnx_examples, self._onnx_calls = model, example, examples, calls
         self._specs = list(specs)
         self._by_size = dict(by_size or {})
+        self._tolerances = tolerances
 
     def close(self) -> None:
         """Free the operator names now (they are freed when this object is garbage collected anyway); the

@@ -13,6 +13,16 @@ user's, given to ``to_onnx(translations=...)``; one without is named before anyt
 Invariants: a piece without a program of its own (its export failed) is refused by name, with why, never
 written as a broken model; the model is saved only after the checker passed.
 
+Note [onnxruntime's verdict]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+A difference is a finding only against a tolerance (Note [the verdict] in ..export). onnxruntime's outputs, the
+model's on every example and each function's on its pieces' calls, are judged against eager with the export's
+own rule and tolerances (``tolerance``: an output's dtype to (atol, rtol)); what is outside is listed in
+:attr:`OnnxExport.differs`, named (``output.logits``, ``model.layers.0's output 2``) with its largest
+difference, and ``to_onnx`` raises on it unless told not to (``strict=False``). Before, the differences were only
+numbers in the result: a tiny AFMoE, whose router is initialized to zero so that its 64 experts tie, came back
+from ``to_onnx`` with onnxruntime 0.11 away from eager (its TopK breaks the ties otherwise) and nothing said so.
+
 Imports: :mod:`..custom_op` and :mod:`..serialize` (names of the flat tensors); onnx, onnxscript and onnxruntime
 (the ``onnx`` extra) and torch, on use.
 """
@@ -20,6 +30,7 @@ Imports: :mod:`..custom_op` and :mod:`..serialize` (names of the flat tensors); 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -69,6 +80,8 @@ class OnnxExport:
     size: int  # bytes of the file
     # why onnxruntime's checks did not run (the differences are then NaN): no values, or no kernel for a dtype
     not_checked: str | None = None
+    # what onnxruntime computed outside the tolerances against eager (Note [onnxruntime's verdict])
+    differs: tuple[str, ...] = ()
 
 
 # Progress, for users who turn it on (logging.INFO; docs/export.md, "Progress").
@@ -79,19 +92,21 @@ def write_onnx(
     path: str, *, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None = None,
     translations: Mapping[Any, Callable[..., Any]] | None = None, dim_names: Sequence[Mapping[int, str]] = (),
-    stream: Callable[[str, Any], Any] | None = None,
+    stream: Callable[[str, Any], Any] | None = None, tolerance: Callable[[Any], tuple[float, float]] | None = None,
 ) -> OnnxExport:  # fmt: skip
     """Write ``program`` (the top program of a piece-by-piece export) as an ONNX model at ``path``, each piece an
     ONNX local function, and check it with onnxruntime (see the module docstring). ``translations`` maps an
     operator the programs call to its ONNX translation (:mod:`._translations`), before the library's own;
-    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`).
+    ``dim_names[i][d]`` is the user's name of axis ``d`` of input ``i`` (:mod:`._dims`). ``tolerance`` gives
+    (atol, rtol) for an output's dtype: what onnxruntime computes outside it is listed in ``differs`` (Note
+    [onnxruntime's verdict]).
 
     ``stream``, for a program whose weights have no values (Note [external weights]), gives the tensor of
     an initializer from its name and the program's tensor (``None``: the program's tensor has values and is kept);
     onnxruntime's checks then do not run (``examples`` have no values either) and the differences are NaN."""
     start = time.perf_counter()
     with _quiet_registry():
-        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start, stream)
+        return _write(path, program, pieces, examples, input_names, output_names, opset, translations, dim_names, start, stream, tolerance)
 
 
 @contextlib.contextmanager
@@ -114,7 +129,7 @@ def _write(
     path: str, program: Any, pieces: Sequence[OnnxPiece], examples: Sequence[tuple[list[Any], list[Any]]],
     input_names: Sequence[str], output_names: Sequence[str], opset: int | None,
     translations: Mapping[Any, Callable[..., Any]] | None, dim_names: Sequence[Mapping[int, str]], start: float,
-    stream: Callable[[str, Any], Any] | None = None,
+    stream: Callable[[str, Any], Any] | None = None, tolerance: Callable[[Any], tuple[float, float]] | None = None,
 ) -> OnnxExport:  # fmt: skip
     import onnx
 
@@ -179,12 +194,12 @@ def _write(
         return OnnxExport(path, _by_function(checks, names), {p: nan for p, _, _ in checks}, nan, time.perf_counter() - start, size, why)
     _log.info("onnxruntime: the model on %d examples and each function on its piece's calls", len(examples))
     try:
-        model_diff, piece_diffs = _run_checks(path, shared, examples, checks, names, functions)
+        model_diff, piece_diffs, differs = _run_checks(path, shared, examples, checks, names, functions, output_names, tolerance)
     except NoKernelError as exc:  # a valid model this onnxruntime cannot run here: written, and said so
         why = f"onnxruntime has no CPU kernel for one of its operators in its dtype ({exc}); run it where one exists"
         warnings.warn(f"to_onnx: {path} is written and passes onnx.checker, but its checks did not run: {why}", stacklevel=4)
         return OnnxExport(path, _by_function(checks, names), {p: nan for p, _, _ in checks}, nan, time.perf_counter() - start, size, why)
-    return OnnxExport(path, _by_function(checks, names), piece_diffs, model_diff, time.perf_counter() - start, size)
+    return OnnxExport(path, _by_function(checks, names), piece_diffs, model_diff, time.perf_counter() - start, size, differs=differs)
 
 
 # Note [the file's sizes]
@@ -348,14 +363,23 @@ def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any,
 
 def _run_checks(
     path: str, shared: Any, examples: Sequence[tuple[list[Any], list[Any]]], checks: Sequence[tuple[str, PrunedPiece, list[Any]]],
-    names: dict[str, str], functions: dict[str, Function],
-) -> tuple[float, dict[str, float]]:  # fmt: skip
+    names: dict[str, str], functions: dict[str, Function], output_names: Sequence[str],
+    tolerance: Callable[[Any], tuple[float, float]] | None,
+) -> tuple[float, dict[str, float], tuple[str, ...]]:  # fmt: skip
     """onnxruntime against eager: the written model on every example, each function on its pieces' calls
-    (``checks``: a piece, the pruned program that computes some of its calls, and those calls)."""
-    from ._verify import max_diff, runner
+    (``checks``: a piece, the pruned program that computes some of its calls, and those calls); and what is
+    outside ``tolerance`` (Note [onnxruntime's verdict])."""
+    from ._verify import max_diff, outside, runner
+
+    differs: dict[str, float] = {}
+
+    def judged(what: Callable[[int], str], want: list[Any], got: list[Any]) -> float:
+        for i, diff in outside(want, got, tolerance) if tolerance is not None else ():
+            differs[what(i)] = max(diff, differs.get(what(i), 0.0))
+        return max_diff(want, got)
 
     run = runner(path, shared)
-    model_diff = max((max_diff(expected, run(inputs)) for inputs, expected in examples), default=0.0)
+    model_diff = max((judged(lambda i: output_names[i], expected, run(inputs)) for inputs, expected in examples), default=0.0)
     piece_diffs: dict[str, float] = {}
     runs: dict[str, Any] = {}  # one onnxruntime session per function, for all its pieces' calls
     for piece, cut, calls in checks:
@@ -363,10 +387,17 @@ def _run_checks(
         fn = functions[name]
         run = runs[name] if name in runs else runs.setdefault(name, runner(fn.model))
         computed = {k: j for j, (is_computed, k) in enumerate(cut.outputs) if is_computed}  # function output -> operator output
-        piece_diffs[piece] = max(
-            [piece_diffs.get(piece, 0.0), *(max_diff([outputs[computed[k]] for k in range(fn.n_outputs)], run([inputs[i] for i in cut.inputs])) for inputs, outputs in calls)]
-        )
-    return model_diff, piece_diffs
+        piece_diffs.setdefault(piece, 0.0)
+        named = functools.partial(_piece_output, piece, computed)
+        for inputs, outputs in calls:
+            want = [outputs[computed[k]] for k in range(fn.n_outputs)]
+            piece_diffs[piece] = max(piece_diffs[piece], judged(named, want, run([inputs[i] for i in cut.inputs])))
+    return model_diff, piece_diffs, tuple(f"{what} (max |diff| {diff:.3g})" for what, diff in differs.items())
+
+
+def _piece_output(piece: str, computed: Mapping[int, int], k: int) -> str:
+    """Output ``k`` of a piece's function, named as the piece's operator output it is."""
+    return f"{piece}'s output {computed[k]}"
 
 
 def _checks_of(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], sized: Sequence[OnnxPiece],

@@ -84,3 +84,26 @@ def max_diff(expected: Sequence[Any], got: Sequence[Any]) -> float:
             diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() else float((a != b).any())
             worst = max(worst, math.inf if math.isnan(diff) else diff)
     return worst
+
+
+def outside(expected: Sequence[Any], got: Sequence[Any], tolerance: Callable[[Any], tuple[float, float]]) -> list[tuple[int, float]]:
+    """The outputs of ``got`` not within ``tolerance`` (a dtype -> (atol, rtol)) of ``expected``, as the export
+    judges (``|got - expected| <= atol + rtol * |expected|`` everywhere, NaN equal to NaN; another count, shape or
+    dtype is outside): (index, max |diff|) each."""
+    import torch
+
+    if len(expected) != len(got):
+        return [(i, math.inf) for i in range(len(expected))]
+    found = []
+    for i, (a, b) in enumerate(zip(expected, got, strict=True)):
+        a = _real(a)
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            found.append((i, math.inf))
+            continue
+        if not a.numel():
+            continue
+        atol, rtol = tolerance(a.dtype)
+        close = torch.isclose(b.double(), a.double(), rtol=rtol, atol=atol, equal_nan=True) if a.is_floating_point() else a == b
+        if not bool(close.all()):
+            found.append((i, max_diff([a], [b])))
+    return found
