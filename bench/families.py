@@ -47,6 +47,8 @@ OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+trans
 GENERIC: dict[str, dict[str, Any]] = {
     "phi3": dict(pad_token_id=0), "smollm3": dict(pad_token_id=0), "glm4": dict(pad_token_id=0), "glm": dict(pad_token_id=0),
     "olmoe": dict(num_experts=4, num_experts_per_tok=2),
+    "flex_olmo": dict(pad_token_id=0), "kimi_linear": dict(pad_token_id=0),
+    "mamba2": dict(num_heads=8, head_dim=8, n_groups=1, state_size=4, chunk_size=4),
     # one expert by default: its router's histc(min=0, max=0) has no ONNX translation in torch.onnx
     "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
     "jetmoe": dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=8, num_key_value_heads=4),
