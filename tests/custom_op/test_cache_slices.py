@@ -113,7 +113,7 @@ def test_llama_decoder_layers_take_their_own_cache_layer(n_layers: int) -> None:
         _, ours = tiny.prefill(bare, past, batch=batch)
         theirs = copy.deepcopy(ours)
         x = tiny.ids(new, batch, seed=3)
-        with torch.no_grad():
+        with torch.enable_grad():  # through the operator: a steady call without gradients is the module's own call
             got, want = model(x, cache=ours, use_cache=True), bare(x, cache=theirs, use_cache=True)
         torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=1e-5)
         assert_same_state(theirs, ours)

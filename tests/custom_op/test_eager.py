@@ -1,5 +1,7 @@
 """Note [plain eager calls]: where nothing would see torch's dispatcher, the wrapper calls the real kernel itself;
-everywhere else the operator is dispatched, and both routes give the same outputs and the same caches."""
+everywhere else the operator is dispatched, and both routes give the same outputs and the same caches. Note [direct
+eager calls]: once a structure is known, such a call is the module's own call on the caller's objects, with the
+kernel's checks and records."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ pytest.importorskip("transformers")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from piece_by_piece_serialize import as_custom_op, replace_with_custom_ops  # noqa: E402
+from piece_by_piece_serialize.custom_op import CustomOpError  # noqa: E402
 
 _names = (f"pbpeager::op{i}" for i in itertools.count())
 
@@ -62,10 +65,14 @@ def test_a_plain_eager_call_runs_the_kernel_without_the_dispatcher() -> None:
     assert len(wrapped._pbp_op.calls) == 1 and wrapped._pbp_op.results == []  # recorded; nothing left on the stack
 
 
+@pytest.mark.parametrize("known", [False, True], ids=["first call", "known structure"])
 @pytest.mark.parametrize("where", ["gradients on", "a dispatch mode", "the profiler", "autocast", "meta tensors"])
-def test_anything_that_could_see_the_call_gets_the_operator(where: str) -> None:
+def test_anything_that_could_see_the_call_gets_the_operator(where: str, known: bool) -> None:
     module, wrapped, counted, qualname = _wrapped()
     x = torch.randn(2, 4)
+    if known:  # the structure learned by a plain call first: the next call could be a direct one
+        with torch.no_grad():
+            wrapped(x)
     if where == "gradients on":
         out = wrapped(x)
         assert out.requires_grad and torch.equal(out, module(x))  # what torch's autograd fallback makes of it
@@ -80,7 +87,11 @@ def test_anything_that_could_see_the_call_gets_the_operator(where: str) -> None:
         assert qualname in [e.name for e in prof.events()]
     elif where == "autocast":
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            assert wrapped(x).dtype == torch.bfloat16
+            if known:  # the kernel sees the call, and refuses its outputs' new dtype for the structure
+                with pytest.raises(CustomOpError, match=r"dtypes \(torch.bfloat16,\)\) where an earlier call"):
+                    wrapped(x)
+            else:
+                assert wrapped(x).dtype == torch.bfloat16
     else:  # Note [eager calls without values]: the Meta kernel runs the module on the meta tensors
         meta = as_custom_op(torch.nn.Linear(4, 3, device="meta"), next(_names))
         counted = meta._pbp_op.op = _Counted(meta._pbp_op.op)
@@ -123,3 +134,91 @@ def test_both_routes_give_the_same_outputs_and_caches() -> None:
         assert all(torch.equal(a, b) for a, b in zip(logits, expected, strict=True))
         for a, b in zip(got_cache.layers, cache.layers, strict=True):
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+class _Given(torch.nn.Module):
+    """Adds the first layer's keys to ``x`` after updating it, and keeps each cache object it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[Any] = []  # shared with the wrapper, a shallow copy
+
+    def forward(self, x: Any, cache: Any) -> Any:
+        self.given.append(cache)
+        keys, _ = cache.update(x, x * 2, 0)
+        return x + keys[:, :, -1:]
+
+
+def _one_layer_cache(past: int) -> Any:
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.update(torch.randn(1, 2, past, 4), torch.randn(1, 2, past, 4), 0)
+    return cache
+
+
+def test_a_known_structure_runs_the_module_on_the_callers_own_objects() -> None:
+    import copy
+
+    module = _Given()
+    wrapped = as_custom_op(module, next(_names))
+    counted = wrapped._pbp_op.op = _Counted(wrapped._pbp_op.op)
+    caches = [_one_layer_cache(past) for past in (3, 3, 5)]
+    with torch.no_grad():
+        for cache in caches:
+            theirs = copy.deepcopy(cache)
+            x = torch.randn(1, 2, 1, 4)
+            assert torch.equal(wrapped(x, cache), _Given()(x, theirs))
+            assert torch.equal(cache.layers[0].keys, theirs.layers[0].keys) and cache.get_seq_length() == theirs.get_seq_length()
+    given = module.given
+    assert given[0] is not caches[0]  # the first call of the structure: the kernel's rebuilt cache
+    assert given[1] is caches[1] and given[2] is caches[2]
+    assert counted.calls == 0
+
+
+def test_a_direct_call_records_its_shapes_for_the_export() -> None:
+    """Calibration at two batch sizes, the second a direct call: the fake kernel learns the batch from both."""
+    module, wrapped, _, _ = _wrapped()
+    with torch.no_grad():
+        wrapped(torch.randn(2, 4))
+        wrapped(torch.randn(5, 4))
+    batch = torch.export.Dim("batch", min=1, max=64)
+    program = torch.export.export(wrapped, (torch.randn(3, 4),), dynamic_shapes=({0: batch},))
+    x = torch.randn(7, 4)
+    with torch.no_grad():
+        assert torch.equal(program.module()(x), module(x))
+
+
+class _Careless(torch.nn.Module):
+    """Changes its input in place once told to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.careless = False
+
+    def forward(self, x: Any) -> Any:
+        if self.careless:
+            x.add_(1)
+        return x * 2
+
+
+class _Moody(torch.nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x if bool(x.sum() > 0) else (x, x)
+
+
+def test_a_direct_call_keeps_the_kernels_refusals() -> None:
+    careless = as_custom_op(_Careless(), next(_names))
+    moody = as_custom_op(_Moody(), next(_names))
+    with torch.no_grad():
+        careless(torch.ones(2))
+        careless.careless = True  # the wrapper holds its own attributes
+        with pytest.raises(CustomOpError, match=r"changed input tensor\(s\) \[0\] of the call in place"):
+            careless(torch.ones(2))
+        moody(torch.ones(2))
+        with pytest.raises(CustomOpError, match="one output structure per call structure"):
+            moody(-torch.ones(3))  # new input shapes: recorded, so checked
+        # seen input shapes: the module's own answer; the operator refuses it where it runs (a program, a check)
+        x = -torch.ones(2)
+        out = moody(x)
+        assert isinstance(out, tuple) and out[0] is x

@@ -17,8 +17,9 @@ Invariants:
   cache goes in and comes back cut to the layers that call touched (Note [cut calls] in :mod:`._slices`).
 * **The fake implementation does not run the module** (Note [learned shapes]), unless ``fake=`` says
   otherwise: output shapes come from the eager calls recorded so far.
-* **An eager call is the module's call.** Its objects come back without a rebuild (Note [eager results]), and
-  where nothing would see the dispatcher's route it is skipped (Note [plain eager calls]), both in :mod:`._eager`.
+* **An eager call is the module's call.** Its objects come back without a rebuild (Note [eager results]), where
+  nothing would see the dispatcher's route it is skipped (Note [plain eager calls]), and once its structure is
+  known the module runs on the caller's own objects (Note [direct eager calls]), all in :mod:`._eager`.
 * One operator per wrapped module, with the schema ``(Tensor[] tensors, str call) -> Tensor[]``: the
   tensors of the call, and ``call``, the key of the call's structure (Note [call keys]).
 
@@ -93,7 +94,8 @@ from . import _eager, _slices
 from ._calls import Call, caches_after, describe_call, finish_call, flat_outputs, rebuild_arguments
 from ._error import CustomOpError
 from ._shapes import evaluate, learn
-from ._sites import Matcher, Sites, compile_values, match_values
+from ._sites import Sites
+from ._state import KernelState
 
 if TYPE_CHECKING:
     import torch
@@ -116,10 +118,6 @@ def eager_without_values() -> Iterator[None]:
     finally:
         _Eager.depth -= 1
 
-# The dtype of a tensor, read in C over a list (a generator would resume in Python once per tensor).
-_DTYPE = operator.attrgetter("dtype")
-# Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
-_MAX_RECORDED_CALLS = 8
 
 
 class _Op:
@@ -150,7 +148,7 @@ class _Op:
         self.calls: dict[str, Call] = {}
         # the steady state (Note [call sites]): the structures seen, and per call key what the kernel reuses
         self.sites = Sites(qualname)
-        self.kernel_state: dict[str, _KernelState] = {}
+        self.kernel_state: dict[str, KernelState] = {}
         # what the eager kernel built, for the wrapper to take instead of rebuilding it (Note [eager results])
         self.results: list[tuple[list[Any], tuple[Any, ...]]] = []
         self.waiting = 0  # wrapper calls under way: only they take the results (a program calls the operator too)
@@ -220,41 +218,11 @@ class _Op:
         weights, key = (None, rest[0]) if len(rest) == 1 else rest
         state = self.kernel_state.get(key)
         if state is None:
-            state = self.kernel_state[key] = _KernelState(self._lookup(key), len(tensors))
+            state = self.kernel_state[key] = KernelState(self._lookup(key), len(tensors))
         call = state.call
         versions = [tensors[i]._version for i in state.checked]
         output, caches, found = self._call_module(self.run if weights is None else self._runner(weights), call, tensors, True)
-        out = None if state.outputs is None else match_values(state.outputs, (output, *caches))
-        if out is None:  # the first call of this structure, or an output of another structure (an error below)
-            kinds, out, constants, n_flat = flat_outputs(self.qualname, output, caches)
-        else:  # the learned output structure, by construction (Note [call sites])
-            kinds, constants, n_flat = call.out_kinds, call.out_constants, call.out_n_flat  # type: ignore[assignment]
-        changed = [i for i, v in zip(state.checked, versions) if tensors[i]._version != v]  # noqa: B905 - a version per checked tensor
-        if changed:
-            raise CustomOpError(
-                f"{self.qualname}: the module changed input tensor(s) {changed} of the call in place; behind a custom "
-                "operator the change would not reach the caller (only caches are written back): return the new value instead"
-            )
-        dtypes = tuple(map(_DTYPE, out))
-        if call.out_kinds is None:
-            call.learn_outputs(kinds, constants, n_flat, output, caches)
-        if not call.shapes:  # the first eager call (a fake= kernel may have seen the structure before)
-            call.out_dtypes, call.out_devices = dtypes, tuple(t.device for t in out)
-        if (kinds, constants, dtypes) != (call.out_kinds, call.out_constants, call.out_dtypes):
-            raise CustomOpError(
-                f"{self.qualname}: the module returned {kinds} (constants {constants}, dtypes {dtypes}) where an "
-                f"earlier call of the same structure returned {call.out_kinds} (constants {call.out_constants}, "
-                f"dtypes {call.out_dtypes}); an operator has one output structure per call structure"
-            )
-        if state.outputs is None:
-            state.learn(call, self.qualname, output, caches)
-        if len(call.shapes) < _MAX_RECORDED_CALLS:  # past the bound nothing is recorded: the shapes are not read
-            # torch.Size is a tuple (equal to, and hashing as, the plain tuple of its sizes), kept as torch gives it
-            size = state.size
-            shapes = (tuple(map(size, tensors)), tuple(map(size, out)))
-            if shapes not in call.shapes:
-                call.shapes.append(shapes)
-                call.rules = None
+        out = state.settle(self.qualname, tensors, versions, output, caches)
         if found:
             self._cut(call, found, tensors, output, caches)
         return out, (output, *caches)
@@ -358,6 +326,9 @@ def _forward(op: _Op, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     rest = (key,) if op.weight_names is None else (op.weights_of(), key)
     values: Any = None
     if _eager.plain(tensors, None if len(rest) == 1 else rest[0]):  # Note [plain eager calls]
+        state = op.kernel_state.get(key) if found is not None and op.observer is None else None
+        if state is not None and state.outputs is not None:
+            return _eager.direct(op, state, args, kwargs, tensors)  # Note [direct eager calls]
         out, values = op.eager(tensors, rest)
     else:
         op.waiting += 1
@@ -382,26 +353,6 @@ def _not_inputs(out: list[Any], tensors: Sequence[Any]) -> list[Any]:
     """``out``, each of ``tensors`` in it copied (a fake kernel may not return its inputs: an unchanged cache layer)."""
     given = set(map(id, tensors))  # one pass: a call carrying a whole cache has hundreds of tensors
     return [t.clone() if id(t) in given else t for t in out]
-
-
-class _KernelState:
-    """What the eager kernel reuses for one call key: which input tensors the in-place check reads (the caches'
-    are written back, not checked), and the matchers of the learned output structure (Note [call sites])."""
-
-    __slots__ = ("call", "checked", "outputs", "size")
-
-    def __init__(self, call: Call, n_tensors: int) -> None:
-        import torch
-
-        self.call = call
-        self.size = torch.Tensor.size
-        self.checked = [i for i in range(n_tensors) if i not in call.cache_tensors]
-        self.outputs: list[Matcher] | None = None
-
-    def learn(self, call: Call, name: str, output: Any, caches: Sequence[Any]) -> None:
-        """Compile the matchers of the output structure ``call`` learned, from an output of that structure."""
-        whats = [f"{name}: the output"] + [f"{name}: cache argument {i} after the call" for i in range(len(caches))]
-        self.outputs = compile_values((output, *caches), call.out_kinds or (), whats)
 
 
 _Op.forward = _forward  # type: ignore[attr-defined]
