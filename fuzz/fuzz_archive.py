@@ -125,8 +125,14 @@ def _codes(loaded: Any) -> tuple[str, ...]:
     """The generated code of the loaded program and of its operators' programs (their own, and their programs by
     size in order: the first whose domain holds runs): what "the same program" means."""
     operators = loaded._finalizer.peek()[2][0]
-    own = sorted(op.runner.code for op in operators if op.runner is not None)
-    return (loaded.program.code, *own, *(module.code for op in operators for _, module in op.by_size))
+    own = sorted(_code(op.runner) for op in operators if op.runner is not None)
+    return (loaded.program.code, *own, *(_code(runner) for op in operators for _, runner in op.by_size))
+
+
+def _code(runner: Any) -> str:
+    """The code a runner runs: a program's module, or its flat graph's bound ``forward`` (Note [flat graphs] in
+    artifact/_runnable.py)."""
+    return str(getattr(runner, "__self__", runner).code)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Each layer's operator carries only its own cache layer (Note [cut calls] in cust
 share one program (Note [renumbered layers] in export/_reuse.py), so the top graph's operator calls take the same
 number of tensors at every depth, the archive holds one layer program, and the manifest grows by the same number
 of bytes per layer (it grew with the square of the depth when each operator carried the whole cache, and a
-64-layer archive was over the loader's limit). The 8-layer archive loads and computes equal to the model.
+64-layer archive was over the loader's limit). The 8-layer archive loads, its operators running one graph, and
+computes equal to the model.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def test_a_decode_steps_archive_grows_linearly_with_depth(tmp_path: Path) -> Non
     per_layer = (sizes[4] - sizes[2]) / 2
     assert per_layer > 0 and abs((sizes[8] - sizes[4]) - 4 * per_layer) <= 0.01 * sizes[8], sizes
     loaded = load_piece_by_piece(tmp_path / "llama8.pt2")
+    operators = loaded._finalizer.peek()[2][0]  # type: ignore[index]  # the loaded operators, which it frees
+    # the identical layers' operators run one graph, made once (Note [flat graphs] in artifact/_runnable.py)
+    assert len(operators) == 8 and len({id(op.runner.__self__) for op in operators}) == 1
     for batch, past, new in ((1, 3, 1), (3, 9, 2)):
         _, ours = tiny.prefill(model, past, batch=batch)
         theirs = copy.deepcopy(ours)

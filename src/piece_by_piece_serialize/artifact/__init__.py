@@ -141,11 +141,13 @@ def _register(manifest: Manifest, pieces: dict[str, Any], source: str) -> list[L
             "the same archive: close that one first",
         )
     operators: list[LoadedOperator] = []
+    shared: dict[Any, Any] = {}  # one runner per program (identical pieces share one)
     try:
         for op in manifest.operators:
             try:
                 sized = [pieces[n] for n, _ in op.by_size]
-                operators.append(LoadedOperator(manifest.namespace, op, pieces.get(op.program) if op.program else None, None, sized))
+                program = pieces.get(op.program) if op.program else None
+                operators.append(LoadedOperator(manifest.namespace, op, program, None, sized, shared))
             except DomainError as exc:
                 raise ArtifactError(source, f"a program by size of {op.piece} has a domain this library does not read: {exc}") from None
             except (Exception, RecursionError) as exc:  # FX compiling the piece's program: reported as ours

@@ -16,6 +16,7 @@ Imports: :mod:`..custom_op` (the call structure, the shape rules), :mod:`..domai
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from ._manifest import CallRecord, OperatorRecord
 from ._runnable import checked_runner, sizes_text
 
 SCHEMA = "(Tensor[] tensors, Tensor[] weights, str call) -> Tensor[]"
+_SHAPE = operator.attrgetter("shape")  # a torch.Size is a tuple: the domain reads it as one
 
 
 def call_of(record: CallRecord, owner: str = "") -> Call:
@@ -46,25 +48,37 @@ def dtype_named(name: str) -> torch.dtype | None:
     return value if isinstance(value, torch.dtype) else None
 
 
-def _by_size(program: Any) -> tuple[Domain, Any]:
+def _by_size(program: Any, shared: dict[Any, Any]) -> tuple[Domain, Any]:
     """A program by size and its module, checked by its domain alone (Note [one check of the sizes])."""
-    domain, runner = checked_runner(program)
+    domain, runner = _runner(program, True, shared)
     return domain if domain is not None else domain_of(program), runner  # domain_of raises the DomainError
+
+
+def _runner(program: Any, guards: bool, shared: dict[Any, Any]) -> tuple[Domain | None, Any]:
+    """:func:`checked_runner`, made once per program and use in a load: identical pieces share one program
+    (Note [renumbered layers] in ..export._reuse), and so its domain and what runs it."""
+    key = (id(program), guards)
+    if key not in shared:
+        shared[key] = (program, checked_runner(program, guards))  # the program held: its id stays its own
+    return shared[key][1]  # type: ignore[no-any-return]
 
 
 class LoadedOperator:
     """One operator of a loaded artifact (see the module docstring)."""
 
-    def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any, by_size: Sequence[Any] = ()) -> None:
+    def __init__(self, namespace: str, record: OperatorRecord, program: Any, implementation: Any, by_size: Sequence[Any] = (),
+                 shared: dict[Any, Any] | None = None) -> None:  # fmt: skip
+        """``shared``: the runners already made in this load, by program (:func:`_runner`)."""
         self.qualname = f"{namespace}::{record.name}"
         self.record = record
         self.calls = {c.key: (c, call_of(c, self.qualname)) for c in record.calls}
+        shared = {} if shared is None else shared
         # Note [one check of the sizes]: the own program's shapes and ranges, where they read, are its only check
         self.domain: Domain | None = None
         self.runner: Any = None
         if program is not None:
-            self.domain, self.runner = checked_runner(program, guards=False)
-        self.by_size = [_by_size(p) for p in by_size]
+            self.domain, self.runner = _runner(program, False, shared)
+        self.by_size = [_by_size(p, shared) for p in by_size]
         self.implementation = implementation
         self.lib = torch.library.Library(namespace, "FRAGMENT")  # type: ignore[no-untyped-call]
         self.lib.define(f"{record.name}{SCHEMA}")  # type: ignore[no-untyped-call]
@@ -83,7 +97,7 @@ class LoadedOperator:
     def _real(self, tensors: list[Any], weights: list[Any], key: str) -> list[Any]:
         record, call = self._lookup(key)
         if self.runner is not None and key == self.record.program_key:
-            if self.domain is not None and not self.domain.holds(shapes := [tuple(t.shape) for t in (*weights, *tensors)]):
+            if self.domain is not None and not self.domain.holds(shapes := list(map(_SHAPE, (*weights, *tensors)))):
                 # the whole domain holds a condition per weight's size: the first false one says why
                 raise ValueError(
                     f"{self.qualname}: the program of {self.record.piece} was not exported for these input sizes "

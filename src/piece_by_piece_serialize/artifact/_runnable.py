@@ -17,6 +17,17 @@ The domain compares its ``size == constant`` and ``size == size`` conditions as 
 ``low <= size <= high`` per size (a top program's 130 range conditions at 32 layers; the 33 domains of a loaded
 32-layer decode step went from 0.48 to 0.24 ms a call); only what is left is walked as expressions.
 
+Note [flat graphs]
+~~~~~~~~~~~~~~~~~
+A piece's program is called once per call of its operator, with the flat tensors the operator got, in the order
+of its placeholders. ``program.module()`` takes them through torch's pytree (flattened against the program's input
+spec, the outputs rebuilt from its output spec) and through three hooks around its ``forward``: the input check the
+domain replaces, and a registration of the module classes among the example's inputs, of which a program of flat
+tensors has none. So where the domain is the check, the operator runs a copy of the module's graph generated
+without pytree, a module of the same attributes (its constants) with nothing around its graph: the same nodes, in
+the same order, on the same tensors. Its generated ``forward`` is called as it is: ``Module.__call__`` would only find
+no hook to run.
+
 A piece's own program is checked on its shapes and ranges, as torch checked it, not on its guards: torch runs a
 loaded program without them (Note [guard cost]), and the export judged the program without them at the points
 of the declared ranges (Note [every declared range] in ..export), where a hint's guard (a size other than 1)
@@ -44,15 +55,22 @@ def sizes_text(tensors: Any) -> str:
 
 def checked_runner(program: Any, guards: bool = True) -> tuple[Domain | None, Any]:
     """``program``'s domain, with its guards or not (None where it holds a form :mod:`..domains` does not read),
-    and its module, which skips torch's own check of its inputs where the domain reads: the caller checks the
-    domain (Note [one check of the sizes])."""
+    and what runs it: where the domain reads, its graph on flat tensors without torch's check of its inputs (the
+    caller checks the domain: Note [one check of the sizes]); elsewhere its module."""
     runner = program.module()
     try:
         domain = domain_of(program, guards)
     except DomainError:
         return None, runner
-    runner.validate_inputs = False
-    return domain, runner
+    return domain, _flat_graph(runner)
+
+
+def _flat_graph(module: Any) -> Any:
+    """``module``'s graph as a function of flat tensors in and out (Note [flat graphs]): the generated ``forward``
+    of a module holding the graph, bound to it."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(module.graph, {}))
+    return torch.fx.GraphModule(module, graph).forward
 
 
 class CallStructureError(ValueError):

@@ -28,6 +28,7 @@ import ast
 import dataclasses
 import functools
 import math
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -119,13 +120,15 @@ class Domain:
         """Whether inputs of these shapes (one per flat input) are in the domain."""
         if len(shapes) != self.n_inputs:
             return False
-        if self.ranks is not None and any(len(s) != r for s, r in zip(shapes, self.ranks, strict=True)):
+        if self.ranks is not None and tuple(map(len, shapes)) != self.ranks:
             return False  # a size of an extra dimension would be checked by no condition
-        fixed, pairs, _ = self._plan
+        whole, fixed = self._whole
+        _, pairs, _ = self._plan
         bounds, rest = self._bounds
         try:
             if (
-                any(shapes[i][d] != v for i, d, v in fixed)
+                (whole is not None and whole[0](shapes) != whole[1])
+                or any(shapes[i][d] != v for i, d, v in fixed)
                 or any(shapes[i][d] != shapes[j][e] for (i, d), (j, e) in pairs)
                 or any(not low <= shapes[i][d] <= high for i, d, low, high in bounds)
             ):
@@ -159,6 +162,25 @@ class Domain:
                 case _:
                     rest.append(c)
         return tuple(fixed), tuple(pairs), tuple(rest)
+
+    @functools.cached_property
+    def _whole(self) -> tuple[tuple[Any, tuple[Any, ...]] | None, tuple[tuple[int, int, int], ...]]:
+        """:attr:`_plan`'s ``size == constant`` conditions split in two: the inputs all of whose sizes they fix (a
+        layer's weights), compared as one tuple of shapes read by one ``itemgetter``, and the others."""
+        sizes: dict[int, dict[int, int]] = {}
+        for i, d, v in self._plan[0]:
+            sizes.setdefault(i, {})[d] = v
+        fixed = dict.fromkeys(
+            i for i, by_dim in sizes.items()
+            if self.ranks is not None and i < len(self.ranks) and set(by_dim) == set(range(self.ranks[i]))
+        )  # fmt: skip
+        if not fixed:
+            return None, self._plan[0]
+        expected = tuple(tuple(sizes[i][d] for d in range(len(sizes[i]))) for i in fixed)
+        read = operator.itemgetter(*fixed, *fixed) if len(fixed) == 1 else operator.itemgetter(*fixed)
+        if len(fixed) == 1:  # an itemgetter of one index gives the item, not a tuple: it reads the input twice
+            expected = expected * 2
+        return (read, expected), tuple(c for c in self._plan[0] if c[0] not in fixed)
 
     @functools.cached_property
     def _bounds(self) -> tuple[tuple[tuple[int, int, float, float], ...], tuple[Expr, ...]]:
