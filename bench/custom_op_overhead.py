@@ -157,7 +157,8 @@ def _decode_rows(args: argparse.Namespace, label: str, model: Any, vocab: int) -
 
     croppable = all(hasattr(layer, "keys") for layer in caches["bare"].layers)
     seen = _capture(wrapped.get_submodule(paths[0])._pbp_op)
-    step(wrapped, caches["ours"])
+    with torch.enable_grad():  # through the kernel: a known structure's plain call is the module's own (Note [direct eager calls])
+        step(wrapped, caches["ours"])
     seen["restore"]()
     raw = _raw_op(seen["n_out"], False)
     t = overhead(
