@@ -107,7 +107,7 @@ class LoadedOperator:
                 )
             return list(self.runner(*weights, *tensors))
         if self.by_size and key == self.record.program_key:
-            shapes = [tuple(t.shape) for t in (*weights, *tensors)]
+            shapes = list(map(_SHAPE, (*weights, *tensors)))
             runner = next((r for domain, r in self.by_size if domain.holds(shapes)), None)
             if runner is not None:
                 return list(runner(*weights, *tensors))

@@ -202,6 +202,16 @@ def caches_after(call: Call, given: Sequence[Any]) -> list[Any]:
     return [given[i] for i in call.caches]
 
 
+def carried_caches(call: Call, given: Sequence[Any]) -> list[Any]:
+    """The cache arguments of a call as the operator carries them, the caller's ``given`` objects left as they are:
+    :func:`caches_after` without cutting them, a cut cache as a new object of its carried layers."""
+    caches = [given[i] for i in call.caches]
+    for arg, _, positions in call.slices:
+        k = call.caches.index(arg)
+        caches[k] = _cache_slice.cut_copy(caches[k], positions)
+    return caches
+
+
 def flat_outputs(name: str, output: Any, caches: Sequence[Any]) -> tuple[tuple[str, ...], list[Any], dict[int, Any], int]:
     """What a call returns through a flat list: the output, then each cache argument as it is after the call."""
     whats = [f"{name}: the output"] + [f"{name}: cache argument {i} after the call" for i in range(len(caches))]

@@ -59,7 +59,7 @@ program, a check of the export), with the same error.
 Measured on a 32-layer tiny Llama's decode step (hidden 32, one thread): 1.34x the unreplaced model through the
 kernel, 1.12-1.15x this way (bench/custom_op_overhead.py). The tests of the operator's route run with gradients on.
 
-Imports: :mod:`..serialize` and :mod:`._state`; torch, when the first operator is made.
+Imports: :mod:`._calls` and :mod:`._state`; torch, when the first operator is made.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..serialize._cache_slice import cut_copy
+from ._calls import carried_caches
 from ._state import KernelState, in_place_error
 
 _PLAIN: Any = None  # the thread's included dispatch keys in every eager call, bound by `bind`
@@ -120,14 +120,8 @@ def direct(op: Any, state: KernelState, args: tuple[Any, ...], kwargs: dict[str,
     versions = [tensors[i]._version for i in state.checked]
     records = state.records(tensors)
     output = op.run(*args, **kwargs)
-    if records:
-        call = state.call
-        given = (*args, *kwargs.values())
-        caches = [given[i] for i in call.caches]
-        for arg, _, positions in call.slices:  # a cut cache as the operator carries it (Note [cache slices])
-            k = call.caches.index(arg)
-            caches[k] = cut_copy(caches[k], positions)
-        state.settle(op.qualname, tensors, versions, output, caches)
+    if records:  # a cut cache as the operator carries it (Note [cache slices])
+        state.settle(op.qualname, tensors, versions, output, carried_caches(state.call, (*args, *kwargs.values())))
     else:
         changed = [i for i, v in zip(state.checked, versions) if tensors[i]._version != v]  # noqa: B905 - a version per checked tensor
         if changed:

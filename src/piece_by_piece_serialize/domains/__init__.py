@@ -116,8 +116,9 @@ class Domain:
     free: tuple[Size, ...] = ()  # the sizes the program takes as symbols (exported as dynamic), first of each
     ranks: tuple[int, ...] | None = None  # each input's number of dimensions; None: not checked (an ONNX input's type fixes it)
 
-    def holds(self, shapes: Sequence[Sequence[int]]) -> bool:
-        """Whether inputs of these shapes (one per flat input) are in the domain."""
+    def holds(self, shapes: Sequence[tuple[int, ...]]) -> bool:
+        """Whether inputs of these shapes (one per flat input, each a tuple or a ``torch.Size``: the inputs whose
+        sizes the domain fixes are compared as whole tuples) are in the domain."""
         if len(shapes) != self.n_inputs:
             return False
         if self.ranks is not None and tuple(map(len, shapes)) != self.ranks:
@@ -177,10 +178,9 @@ class Domain:
         if not fixed:
             return None, self._plan[0]
         expected = tuple(tuple(sizes[i][d] for d in range(len(sizes[i]))) for i in fixed)
-        read = operator.itemgetter(*fixed, *fixed) if len(fixed) == 1 else operator.itemgetter(*fixed)
-        if len(fixed) == 1:  # an itemgetter of one index gives the item, not a tuple: it reads the input twice
-            expected = expected * 2
-        return (read, expected), tuple(c for c in self._plan[0] if c[0] not in fixed)
+        # an itemgetter of one index gives that item, of several a tuple of them
+        whole = (operator.itemgetter(*fixed), expected[0] if len(fixed) == 1 else expected)
+        return whole, tuple(c for c in self._plan[0] if c[0] not in fixed)
 
     @functools.cached_property
     def _bounds(self) -> tuple[tuple[tuple[int, int, float, float], ...], tuple[Expr, ...]]:

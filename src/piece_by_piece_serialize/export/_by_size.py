@@ -75,7 +75,7 @@ class BySize:
     skipped: list[str] = dataclasses.field(default_factory=list)
     why_skipped: str = ""
 
-    def choose(self, shapes: Sequence[Sequence[int]]) -> Any | None:
+    def choose(self, shapes: Sequence[tuple[int, ...]]) -> Any | None:
         """The program that computes a call of these flat input shapes (weights first), or None."""
         return next((program for program, domain, _ in self.programs if domain.holds(shapes)), None)
 
