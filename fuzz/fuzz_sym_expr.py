@@ -12,13 +12,18 @@ again gives the same text. The parse makes a number of Python calls bounded by a
 An accepted expression is then built into a sympy object by our code (``sym_expr_to_sympy``) and, as the oracle,
 its canonical text is given to ``sympy.sympify`` in the namespace torch's deserializer uses: both must give equal
 objects of the same class, or both refuse (ours with ``SymExprError``). sympify sees only text our reader
-accepted, whose cost the AST bounded (Note [bounded evaluation]), so the oracle cannot hang the harness either.
+accepted, whose cost the AST bounded (Note [bounded evaluation]); where our builder refused a ModularIndexing that
+recurses without end in torch (Note [endless indexing]), sympify runs with a recursion limit 80 frames
+deep: the oracle cannot hang the harness either.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,6 +42,9 @@ _DECIMALS = ("1.5", "-0.25", "0.0", "2.0", "1.0e-5", "3.0e+20", "123456.789")
 # more); a quadratic parse blows past it.
 CALLS_PER_CHAR = 60
 CALLS_BASE = 20_000
+# Frames the oracle may use past the harness's own where we refused a ModularIndexing that recurses without end:
+# sympy gives up after a few of its levels (about 50 ms); at Python's default limit it takes about 10 s.
+ORACLE_FRAMES = 80
 
 _T: dict[str, object] = {}
 
@@ -74,6 +82,23 @@ def _differential(data: bytes, expr: object, canonical: str) -> None:
         _compare(data, expr, canonical)
 
 
+@contextlib.contextmanager
+def _oracle_depth(bounded: bool) -> Iterator[None]:
+    """Where we refused a ModularIndexing that recurses without end (Note [endless indexing] in
+    sym_expr/_sympy.py), sympify recurses too, about 10 s to Python's default limit; a limit ORACLE_FRAMES above
+    the current depth makes it give up at once. Only the oracle runs under it (this process is the harness's
+    own); tests/sym_expr checks the refusal against torch's own call at the default limit."""
+    if not bounded:
+        yield
+        return
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + ORACLE_FRAMES)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def _compare(data: bytes, expr: object, canonical: str) -> None:
     t = _targets()
     se, sympy, error = t["se"], t["sympy"], t["Error"]
@@ -84,7 +109,8 @@ def _compare(data: bytes, expr: object, canonical: str) -> None:
     else:
         refused = None
     try:
-        theirs = sympy.sympify(canonical, locals=dict(t["namespace"]))  # type: ignore[attr-defined]  # the oracle
+        with _oracle_depth(refused is not None and "endless indexing" in str(refused)):
+            theirs = sympy.sympify(canonical, locals=dict(t["namespace"]))  # type: ignore[attr-defined]  # the oracle
     except Exception as exc:  # whatever sympify raises is its refusal, compared with ours below
         if refused is None:
             raise fail(data, f"sympify refuses {canonical!r} ({type(exc).__name__}: {exc}), we built {ours!r}") from exc

@@ -121,6 +121,63 @@ def test_what_sympy_or_torch_refuse_to_build_is_our_error() -> None:
         read_sym_expr("Symbol('x', positive=True, negative=True)")
 
 
+# Arguments of ModularIndexing: what torch writes (integers, size symbols) and what it never writes (floats,
+# infinities, zoo made of exact literals, nan), on which torch's own eval recurses without end for some pairs.
+_INDEXING_ARGUMENTS = (
+    "Integer(2)", "Integer(0)", "Symbol('s0', positive=True, integer=True)", "Symbol('r', real=True)",
+    "Rational(1, 2)", "Float('1.0e-5', precision=24)", "Float('2.0', precision=53)", "oo", "-oo",
+    "Pow(Integer(0), Integer(-1))", "Add(oo, -oo)",
+)  # fmt: skip
+_MODULI = ("Integer(4)", "Symbol('s1', positive=True, integer=True)", "oo")
+
+
+def _recurses(function: Any, args: list[Any]) -> bool:
+    """Whether torch's call recurses without end: run with a limit 250 frames above here (about a hundred of its
+    levels), so that each such call fails in milliseconds where the default limit takes seconds."""
+    import inspect
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 250)
+    try:
+        function(*args)
+    except RecursionError:
+        return True
+    except Exception:  # torch refuses these arguments in some other way: ended
+        return False
+    finally:
+        sys.setrecursionlimit(limit)
+    return False
+
+
+def test_a_modular_indexing_torch_recurses_on_without_end_is_refused_at_once_and_no_other() -> None:
+    # the fuzz finding (Note [endless indexing]): torch's ModularIndexing divided a Float by its gcd with the
+    # divisor, 1.0, for ever: 10 s to RecursionError, in our builder and in sympify
+    finding = "ModularIndexing(Float('1.0e-5', precision=24), Symbol('s0', integer=True), Integer(3))"
+    with pytest.raises(SymExprError, match=r"ModularIndexing recurses without end .*\(line 1, column 1\)"):
+        read_sym_expr(finding)
+    from torch.utils._sympy.functions import ModularIndexing
+
+    endless = built = 0
+    for base in _INDEXING_ARGUMENTS:
+        for divisor in _INDEXING_ARGUMENTS:
+            for modulus in _MODULI:
+                text = f"ModularIndexing({base}, {divisor}, {modulus})"
+                if _recurses(ModularIndexing, [read_sym_expr(a) for a in (base, divisor, modulus)]):
+                    endless += 1
+                    with pytest.raises(SymExprError, match="recurses without end"):
+                        read_sym_expr(text)
+                    continue
+                try:
+                    read_sym_expr(text)
+                except SymExprError as err:  # refused as torch refuses it, never as endless
+                    assert "recurses without end" not in str(err), text
+                else:
+                    built += 1
+    total = len(_INDEXING_ARGUMENTS) ** 2 * len(_MODULI)
+    assert endless > 0 and built > 0 and endless + built <= total, (endless, built, total)
+
+
 def test_the_vocabulary_is_sympy_s_and_torch_s() -> None:
     import sympy
     from sympy.core.assumptions import _assume_defined

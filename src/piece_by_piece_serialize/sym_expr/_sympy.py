@@ -66,6 +66,40 @@ def _literal(node: ast.SymExpr) -> Any:
     raise TypeError(f"not a symbolic expression node: {type(node).__name__}")
 
 
+# Note [endless indexing]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's ModularIndexing.eval divides its base and divisor by their gcd and evaluates itself again while that
+# gcd is not 1. Where the division changes nothing (a Float: gcd(1.0e-5, 2) is 1.0, not 1; an infinity or nan,
+# which exact literals can make: Pow(Integer(0), Integer(-1)) is zoo) it recurses until Python's recursion limit,
+# each level running sympy.simplify: about 10 s at the default limit, and sympify of the same text takes as long
+# to fail (a fuzz finding). So before calling it the builder takes the same steps itself, at most
+# _INDEXING_STEPS of them, and refuses where they come back to a pair already seen or never stop. torch writes
+# ModularIndexing of integer size expressions only; there the first step stops (gcd 1, integers, divisor 1).
+_INDEXING_STEPS = 32
+
+
+def _endless_indexing(base: Any, divisor: Any, modulus: Any) -> bool:
+    """Whether torch's ModularIndexing(base, divisor, modulus) would recurse without end (Note [endless indexing])."""
+    import sympy
+    from torch.utils._sympy.functions import safe_gcd
+
+    seen: set[tuple[Any, Any]] = set()
+    for _ in range(_INDEXING_STEPS):
+        if base == 0 or modulus == 1 or divisor == 1 or all(isinstance(a, sympy.Integer) for a in (base, divisor, modulus)):
+            return False
+        try:
+            gcd = safe_gcd(base, divisor)
+        except Exception:  # whatever the gcd raises, torch's own call raises or catches too: it ends there
+            return False
+        if gcd == 1:
+            return False
+        if (base, divisor) in seen:
+            return True
+        seen.add((base, divisor))
+        base, divisor = sympy.simplify(base / gcd), sympy.simplify(divisor / gcd)
+    return True
+
+
 def _refusals() -> tuple[type[BaseException], ...]:
     """What sympy and torch's functions raise on arguments they refuse: Python's errors, and sympy's polynomial
     errors, which derive from Exception alone (a gcd with ``-oo`` as a coefficient: PolynomialDivisionFailed)."""
@@ -87,7 +121,10 @@ def to_sympy(root: ast.SymExpr) -> Any:
             if not isinstance(node, ast.Call):
                 built[node] = _literal(node)
             elif ready:
-                built[node] = classes[node.function](*(built[a] for a in node.args))
+                args = tuple(built[a] for a in node.args)
+                if node.function == "ModularIndexing" and _endless_indexing(*args):
+                    raise ValueError("torch's ModularIndexing recurses without end on a float, an infinity or nan (Note [endless indexing])")
+                built[node] = classes[node.function](*args)
             else:
                 stack.append((node, True))
                 stack.extend((a, False) for a in reversed(node.args))
