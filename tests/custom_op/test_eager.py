@@ -101,6 +101,32 @@ def test_anything_that_could_see_the_call_gets_the_operator(where: str, known: b
     assert counted.calls == 1
 
 
+class _Runs(torch.nn.Linear):
+    """A linear layer counting its runs (in a list of the module's own: the wrapper is another object)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runs = [0]
+
+    def forward(self, x: Any) -> Any:
+        self.runs[0] += 1
+        return super().forward(x)
+
+
+def test_without_values_a_module_runs_once_per_input_shapes() -> None:
+    # Note [eager calls without values]: on meta tensors the module's run gives only shapes; a structure called on
+    # input shapes it recorded gets new outputs of the recorded shapes (80 identical layers on meta, issue 28)
+    module = _Runs(4, 3, device="meta")
+    wrapped = as_custom_op(module, next(_names))
+    with torch.no_grad():
+        outs = [wrapped(torch.empty(n, 4, device="meta")) for n in (5, 5, 7, 5, 7)]
+    assert [tuple(o.shape) for o in outs] == [(5, 3), (5, 3), (7, 3), (5, 3), (7, 3)]
+    assert all(o.is_meta and o.dtype == torch.float32 for o in outs) and len({id(o) for o in outs}) == 5
+    assert module.runs == [2]
+    with pytest.raises(RuntimeError):  # a shape the module refuses is still the module's to refuse
+        wrapped(torch.empty(5, 6, device="meta"))
+
+
 def _decode(model: Any, ids: Any, steps: int) -> tuple[list[Any], Any]:
     with torch.no_grad():
         out = model(ids, use_cache=True)

@@ -77,6 +77,11 @@ implementation runs the real kernel (the module itself, on the meta or fake tens
 dtype and device) when the call is eager: when no input is a fake tensor (plain meta tensors exist only outside
 tracing), or inside :func:`eager_without_values` (a fake tensor cannot tell an eager call from a traced one, so
 the caller says). Under ``torch.export`` the learned shapes are used as for any module.
+Without values the module's run gives nothing but shapes, so a call of a known structure on input shapes it has
+recorded returns new tensors of the output shapes recorded, without running it: the 80 identical layers of a
+model on ``meta`` run the module once per distinct shape, not once each (issue 28: an export under ``meta``
+calls every layer in the recording and in the checks). The recorded shapes are those of a real run of the module
+on these very input shapes, the learned rules are not involved.
 
 Imports: :mod:`..serialize` and :mod:`..type_info` at import time, :mod:`..schema`, :mod:`..treespec_name` and
 :mod:`..errors` on use; torch when a module is wrapped.
@@ -243,6 +248,9 @@ class _Op:
         from torch._subclasses.fake_tensor import FakeTensor
 
         if _Eager.depth or not any(isinstance(t, FakeTensor) for t in tensors):  # Note [eager calls without values]
+            seen = self._seen_without_values(tensors, rest[-1])
+            if seen is not None:
+                return seen
             # the wrapper rebuilds from the tensors: a fake kernel's results may not be kept
             return _not_inputs(self._kernel(tensors, *rest)[0], tensors)
         key = rest[-1]  # the weights, when the schema has them, do not change the shapes
@@ -270,6 +278,21 @@ class _Op:
             torch.empty(evaluate(self.qualname, k, rules, sizes), dtype=dtype, device=device)
             for k, (rules, dtype, device) in enumerate(zip(call.rules, call.out_dtypes, call.out_devices, strict=False))
         ]
+
+    def _seen_without_values(self, tensors: list[Any], key: str) -> list[Any] | None:
+        """New outputs of the shapes a call on these input shapes recorded, when the module ran on them before
+        (Note [eager calls without values]); ``None`` when it has not."""
+        state = self.kernel_state.get(key)
+        if state is None or state.outputs is None:
+            return None
+        call = state.call
+        ins = tuple(map(state.size, tensors))
+        for recorded, outs in call.shapes:
+            if recorded == ins:
+                import torch
+
+                return [torch.empty(o, dtype=d, device=v) for o, d, v in zip(outs, call.out_dtypes, call.out_devices, strict=True)]
+        return None
 
     def _lookup(self, key: str) -> Call:
         call = self.calls.get(key)
