@@ -142,13 +142,14 @@ ALLOWED = {
     "type_info": {"_lalr", "errors", "_diagnostics", "treespec_name"},
     "sym_expr": {"_lalr", "errors", "_diagnostics"},
     "domains": set(),
+    "_closeness": set(),
     "serialize": {"errors", "schema", "treespec_name", "type_info", "_optional"},
     "caches": {"serialize", "type_info"},
     "custom_op": {"errors", "schema", "serialize", "treespec_name", "type_info"},
     "artifact": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "domains", "custom_op"},
-    "onnx_export": {"serialize", "custom_op", "domains"},
-    "export": {"_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "domains", "custom_op", "artifact", "onnx_export"},
-    "cli": {"_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "sym_expr", "domains", "serialize", "custom_op", "artifact", "onnx_export", "export", ""},
+    "onnx_export": {"serialize", "custom_op", "domains", "_closeness"},
+    "export": {"_closeness", "_optional", "errors", "schema", "serialize", "treespec_name", "type_info", "sym_expr", "domains", "custom_op", "artifact", "onnx_export"},
+    "cli": {"_closeness", "_lalr", "errors", "_diagnostics", "_optional", "schema", "treespec_name", "type_info", "sym_expr", "domains", "serialize", "custom_op", "artifact", "onnx_export", "export", ""},
     "__main__": {"cli"},
     "": {"errors"},  # the package itself: everything else is loaded lazily, on first attribute access
 }

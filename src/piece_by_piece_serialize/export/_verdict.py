@@ -10,7 +10,9 @@ reduction in that dtype); integer and boolean tensors must be equal. The user's 
 defaults for floating-point tensors. Each output keeps, over every example and call compared, its largest
 absolute and relative difference; a piece, or the model, passes when all its outputs pass.
 
-Imports: :mod:`._errors`, :mod:`._values`; torch on use.
+The element rule itself is :func:`.._closeness.difference`, which ``to_onnx`` judges onnxruntime with too.
+
+Imports: :mod:`.._closeness`, :mod:`._errors`, :mod:`._values`; torch on use.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._closeness import difference
 from ._errors import PieceByPieceExportError
 from ._values import is_valueless
 
@@ -113,7 +116,7 @@ class Verdict:
                 continue
             name = names[i] if names is not None and i < len(names) else f"output tensor {i}"
             atol, rtol = tolerance(a.dtype, self.atol, self.rtol)
-            abs_diff, rel_diff, passed = _difference(a, b, atol, rtol)
+            abs_diff, rel_diff, passed = difference(a, b, atol, rtol)
             old = kept.get(name)
             if old is not None:
                 abs_diff, rel_diff, passed = max(abs_diff, old.max_abs_diff), max(rel_diff, old.max_rel_diff), passed and old.passed
@@ -139,37 +142,3 @@ class Verdict:
         if subject == "" and self.refused:
             return False
         return None if not checks else all(c.passed for c in checks.values())
-
-
-# Elements compared at a time: the comparison works in float64 with a few temporaries, which for a whole output
-# (the logits at the end of a sequence range, 8 M elements) took 500 MB beside the model (issue 28).
-_CHUNK = 1 << 18
-
-
-def _difference(a: Any, b: Any, atol: float, rtol: float) -> tuple[float, float, bool]:
-    """The largest absolute and relative difference of ``b`` against ``a``, and whether all elements are close;
-    computed :data:`_CHUNK` elements at a time."""
-    if not a.numel():
-        return 0.0, 0.0, True
-    if not (a.is_floating_point() or a.is_complex()):
-        differ = bool((a != b).any())
-        return float(differ), float(differ), not differ
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    worst, worst_rel, passed = 0.0, 0.0, True
-    for start in range(0, flat_a.numel(), _CHUNK):
-        d, r, p = _chunk_difference(flat_a[start : start + _CHUNK], flat_b[start : start + _CHUNK], atol, rtol)
-        worst, worst_rel, passed = max(worst, d), max(worst_rel, r), passed and p
-    return worst, worst_rel, passed
-
-
-def _chunk_difference(a: Any, b: Any, atol: float, rtol: float) -> tuple[float, float, bool]:
-    import torch
-
-    x, y = a.double() if a.is_floating_point() else a.cdouble(), b.double() if b.is_floating_point() else b.cdouble()
-    same = (x == y) | (torch.isnan(x) & torch.isnan(y))
-    diff = torch.where(same, torch.zeros((), dtype=torch.float64), (x - y).abs().double())
-    diff = torch.where(torch.isnan(diff), torch.full((), math.inf, dtype=torch.float64), diff)  # NaN against a number
-    scale = x.abs().double()
-    rel = torch.where(diff == 0, torch.zeros((), dtype=torch.float64), diff / scale)  # x/0 is inf: any change of a 0
-    passed = bool((diff <= atol + rtol * scale).all())
-    return float(diff.max()), float(rel.max()), passed

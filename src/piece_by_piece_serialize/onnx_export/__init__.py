@@ -23,8 +23,9 @@ difference, and ``to_onnx`` raises on it unless told not to (``strict=False``). 
 numbers in the result: a tiny AFMoE, whose router is initialized to zero so that its 64 experts tie, came back
 from ``to_onnx`` with onnxruntime 0.11 away from eager (its TopK breaks the ties otherwise) and nothing said so.
 
-Imports: :mod:`..custom_op` and :mod:`..serialize` (names of the flat tensors); onnx, onnxscript and onnxruntime
-(the ``onnx`` extra) and torch, on use.
+Imports: :mod:`..custom_op` and :mod:`..serialize` (names of the flat tensors), :mod:`..domains` (a program's
+input sizes) and :mod:`.._closeness` (the element rule of the checks); onnx, onnxscript and onnxruntime (the
+``onnx`` extra) and torch, on use.
 """
 
 from __future__ import annotations
@@ -369,14 +370,15 @@ def _run_checks(
     """onnxruntime against eager: the written model on every example, each function on its pieces' calls
     (``checks``: a piece, the pruned program that computes some of its calls, and those calls); and what is
     outside ``tolerance`` (Note [onnxruntime's verdict])."""
-    from ._verify import max_diff, outside, runner
+    from ._verify import compare, runner
 
     differs: dict[str, float] = {}
 
     def judged(what: Callable[[int], str], want: list[Any], got: list[Any]) -> float:
-        for i, diff in outside(want, got, tolerance) if tolerance is not None else ():
+        worst, outside = compare(want, got, tolerance)
+        for i, diff in outside:
             differs[what(i)] = max(diff, differs.get(what(i), 0.0))
-        return max_diff(want, got)
+        return worst
 
     run = runner(path, shared)
     model_diff = max((judged(lambda i: output_names[i], expected, run(inputs)) for inputs, expected in examples), default=0.0)

@@ -1,6 +1,6 @@
 """onnxruntime against eager: a model on its example's flat tensors, a function's model on a piece's call.
 
-Imports: onnxruntime and numpy, torch; nothing of the library.
+Imports: :mod:`.._closeness` (the element rule, the export's); onnxruntime and numpy, torch.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from .._closeness import difference
 
 
 class NoKernelError(Exception):
@@ -71,39 +73,22 @@ def runner(model: Any, initializers: dict[str, Any] | None = None) -> Callable[[
     return lambda inputs: _run(session, inputs)
 
 
-def max_diff(expected: Sequence[Any], got: Sequence[Any]) -> float:
-    """The largest absolute difference; infinite when the counts, shapes or dtypes differ."""
+def compare(expected: Sequence[Any], got: Sequence[Any], tolerance: Callable[[Any], tuple[float, float]] | None) -> tuple[float, list[tuple[int, float]]]:
+    """The largest absolute difference of ``got`` against ``expected``, and the outputs not within ``tolerance``
+    (a dtype -> (atol, rtol); ``None``: none judged) by the export's element rule (:func:`.._closeness.difference`):
+    (index, max |diff|) each. Another count, shape or dtype is an infinite difference, and outside."""
     if len(expected) != len(got):
-        return math.inf
-    worst = 0.0
-    for a, b in zip(expected, got, strict=True):
-        a = _real(a)
-        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-            return math.inf
-        if a.numel():
-            diff = (a.double() - b.double()).abs().max().item() if a.is_floating_point() else float((a != b).any())
-            worst = max(worst, math.inf if math.isnan(diff) else diff)
-    return worst
-
-
-def outside(expected: Sequence[Any], got: Sequence[Any], tolerance: Callable[[Any], tuple[float, float]]) -> list[tuple[int, float]]:
-    """The outputs of ``got`` not within ``tolerance`` (a dtype -> (atol, rtol)) of ``expected``, as the export
-    judges (``|got - expected| <= atol + rtol * |expected|`` everywhere, NaN equal to NaN; another count, shape or
-    dtype is outside): (index, max |diff|) each."""
-    import torch
-
-    if len(expected) != len(got):
-        return [(i, math.inf) for i in range(len(expected))]
-    found = []
+        return math.inf, [(i, math.inf) for i in range(len(expected))]
+    worst, found = 0.0, []
     for i, (a, b) in enumerate(zip(expected, got, strict=True)):
         a = _real(a)
         if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            worst = math.inf
             found.append((i, math.inf))
             continue
-        if not a.numel():
-            continue
-        atol, rtol = tolerance(a.dtype)
-        close = torch.isclose(b.double(), a.double(), rtol=rtol, atol=atol, equal_nan=True) if a.is_floating_point() else a == b
-        if not bool(close.all()):
-            found.append((i, max_diff([a], [b])))
-    return found
+        atol, rtol = tolerance(a.dtype) if tolerance is not None else (0.0, 0.0)
+        diff, _, passed = difference(a, b, atol, rtol)
+        worst = max(worst, diff)
+        if tolerance is not None and not passed:
+            found.append((i, diff))
+    return worst, found
