@@ -7,8 +7,8 @@ and identical layers share one program (Note [cut calls] in custom_op/_slices.py
 export/_reuse.py). Baseline: ``torch.export.export`` of the whole model and ``torch.onnx.export(dynamo=True)`` of
 it, saved (issue 28's harness). One run each, in alternation per depth (exports take seconds to minutes: the
 ratios are what to read). Per depth too, one decode step of the loaded archive against one of the whole model's
-``torch.export`` program (``.module()``), per-thread CPU time (Note [one check of the sizes] in
-artifact/_runnable.py). Then the fitted exponent of our time against the depth (target at most 1.1), the
+``torch.export`` program (``.module()``) and of the eager model, per-thread CPU time, the three in alternation
+(Note [one check of the sizes] in artifact/_runnable.py). Then the fitted exponent of our time against the depth (target at most 1.1), the
 manifest's size per depth, and the 32-layer decode step through the operators against the unreplaced model
 (target at most 1.1x, the row of the ``custom_op`` section).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -68,32 +69,29 @@ def ours(model: Any, folder: str) -> dict[str, float]:
         times["manifest"] = next(i.file_size for i in z.infolist() if i.filename.endswith("pbp_manifest.json"))
     times["programs"] = len({id(p.program) for p in result.pieces.values() if p.program is not None})
     result.close()
-    from piece_by_piece_serialize import load_piece_by_piece
-
-    loaded = load_piece_by_piece(archive)
-    times["loaded_call"] = _call_time(loaded, model)
-    times["eager_call"] = _call_time(model, model)
-    loaded.close()
     return times
 
 
-def _call_time(module: Any, model: Any) -> float:
-    """The median per-thread CPU time of one decode step of ``module`` (a busy second core does not disturb it),
-    each call on a fresh copy of the step's cache, which the call writes."""
+def call_times(modules: dict[str, Any], model: Any, rounds: int = 25, warm: int = 5) -> dict[str, float]:
+    """The median per-thread CPU time of one decode step of each module, measured in alternation (one call of
+    each per round, so that a slow spell of the machine hits them alike; it moved a row 2x when each was measured
+    alone); each call on a fresh copy of the step's cache, which the call writes."""
     import torch
 
-    times = []
-    for _ in range(25):
-        ids, kwargs, _ = _step(model)
-        start = time.thread_time()
-        with torch.no_grad():
-            module(ids, **kwargs)
-        times.append(time.thread_time() - start)
-    return sorted(times[5:])[10]
+    times: dict[str, list[float]] = {name: [] for name in modules}
+    for _ in range(rounds):
+        for name, module in modules.items():
+            ids, kwargs, _ = _step(model)
+            start = time.thread_time()
+            with torch.no_grad():
+                module(ids, **kwargs)
+            times[name].append(time.thread_time() - start)
+    return {name: statistics.median(t[warm:]) for name, t in times.items()}
 
 
-def whole(model: Any, folder: str) -> dict[str, float]:
-    """torch.export.export + torch.onnx.export (dynamo) of the whole model, its cache registered with pytree."""
+def whole(model: Any, folder: str) -> tuple[dict[str, float], Any]:
+    """torch.export.export + torch.onnx.export (dynamo) of the whole model, its cache registered with pytree; the
+    times, and the exported program as a module."""
     import torch
     from transformers.integrations.executorch import register_dynamic_cache_export_support
 
@@ -105,7 +103,6 @@ def whole(model: Any, folder: str) -> dict[str, float]:
     start = time.perf_counter()
     exported = torch.export.export(model, (ids,), copy.deepcopy(kwargs), dynamic_shapes=spec, strict=False)
     times["export"] = time.perf_counter() - start
-    times["call"] = _call_time(exported.module(), model)
     start = time.perf_counter()
     try:
         program = torch.onnx.export(model, (ids,), kwargs=copy.deepcopy(kwargs), dynamic_shapes=spec, dynamo=True, verbose=False)
@@ -115,8 +112,7 @@ def whole(model: Any, folder: str) -> dict[str, float]:
         # constants dictionary"): the time to the failure is counted, and the note says so
         times["onnx_failed"] = 1.0
     times["onnx"] = time.perf_counter() - start
-    del exported
-    return times
+    return times, exported.module()
 
 
 @section("growth")
@@ -131,15 +127,20 @@ def growth_rows(args: argparse.Namespace) -> list[Row]:
         model = _llama(layers)
         with tempfile.TemporaryDirectory() as folder:
             mine = ours(model, folder)
-            theirs = whole(model, folder)
+            theirs, program = whole(model, folder)
+            from piece_by_piece_serialize import load_piece_by_piece
+
+            loaded = load_piece_by_piece(os.path.join(folder, "ours.pt2"))
+            calls = call_times({"loaded": loaded, "whole": program, "eager": model}, model)
+            loaded.close()
         total = mine["export"] + mine["save"] + mine["to_onnx"]
         totals.append(total)
         note = (f"export {mine['export']:.1f} s, save {mine['save']:.1f} s, to_onnx {mine['to_onnx']:.1f} s, {mine['programs']:.0f} "
                 f"layer program(s); torch.export {theirs['export']:.1f} s, torch.onnx.export {theirs['onnx']:.1f} s"
                 + (" (failed: lifted constant not in the constants dictionary)" if "onnx_failed" in theirs else ""))  # fmt: skip
-        rows.append(Row("growth", f"a loaded archive's decode step, {layers} layers", mine["loaded_call"],
-                        "the whole model's torch.export program", theirs["call"],
-                        note=f"eager {mine['eager_call'] * 1e3:.2f} ms; per-thread CPU time, median of 20 calls"))  # fmt: skip
+        rows.append(Row("growth", f"a loaded archive's decode step, {layers} layers", calls["loaded"],
+                        "the whole model's torch.export program", calls["whole"],
+                        note=f"eager {calls['eager'] * 1e3:.2f} ms; per-thread CPU time, median of 20 rounds, in alternation"))  # fmt: skip
         rows.append(Row("growth", f"export + save + to_onnx, decode step, {layers} layers", total,
                         "torch.export + torch.onnx.export of the whole model", theirs["export"] + theirs["onnx"], note=note))  # fmt: skip
         first = first or (layers, mine["manifest"])
