@@ -55,7 +55,7 @@ fuzz-export: venv-test
 # the compiled engine first when mypyc and a C compiler are there (--if-possible: skipped with a message otherwise),
 # so that the table has its rows beside the pure engine's
 bench: venv-test
-	$(BIN)/python bench/build_accel.py --if-possible
+	$(BIN)/python bench/build_accel.py --if-possible --if-stale
 	$(BIN)/python bench/run.py
 	$(BIN)/python docs/build_readme.py  # docs/benchmarks.md shows the new bench/RESULTS.md
 

@@ -2,8 +2,9 @@
 
 ``_lalr/engine.py`` and ``schema/_transform.py`` are what is compiled.
 
-Run: ``python bench/build_accel.py [--if-possible]`` (``make accel``; ``make bench`` runs it with
-``--if-possible``, which only prints why when mypyc or a C compiler is missing, and exits 0). Nothing else builds
+Run: ``python bench/build_accel.py [--if-possible] [--if-stale]`` (``make accel``; ``make bench`` runs it with
+``--if-possible``, which only prints why when mypyc or a C compiler is missing, and exits 0, and ``--if-stale``,
+which keeps copies the package would use: a build takes about 4 minutes). Nothing else builds
 it: ``make test`` and ``make demo`` never need a C compiler, and the package runs the pure-Python engine whenever
 no compiled one is there or the one there is stale.
 
@@ -67,6 +68,16 @@ def stamps() -> dict[str, str]:
     return {"_lalr/_compiled": choice.source_sha256(), "schema/_transform_compiled": choice.sources_sha256(_transform)}
 
 
+def current() -> bool:
+    """Whether the compiled copies are in the package and current: the package's own choice takes them (their
+    stamps match the sources), asked in a fresh process that forces neither engine."""
+    env = {k: v for k, v in os.environ.items() if k != "PBP_ENGINE"}
+    code = (f"from {PACKAGE}._lalr import choice; from {PACKAGE}.schema import _choice; "
+            "print(choice.NAME, _choice.NAME)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    return done.returncode == 0 and done.stdout.split() == ["compiled", "compiled"]
+
+
 def build() -> list[Path]:
     """Compile the copies and put them into the package, replacing an earlier build; the files written."""
     stamp_of = stamps()
@@ -105,6 +116,7 @@ def build() -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--if-possible", action="store_true", help="exit 0, with a message, when mypyc or a C compiler is missing")
+    parser.add_argument("--if-stale", action="store_true", help="build only when the compiled copies are missing or stale")
     parser.add_argument("--clean", action="store_true", help="remove the compiled copies instead (the pure code runs)")
     args = parser.parse_args(argv)
     if args.clean:
@@ -116,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     if why is not None:
         print(f"compiled engine not built: {why}; the pure-Python engine runs", file=sys.stderr)
         return 0 if args.if_possible else 1
+    if args.if_stale and current():
+        print("compiled engine current: not rebuilt", file=sys.stderr)
+        return 0
     for path in build():
         print(f"wrote {path.relative_to(REPO)}")
     return 0
