@@ -208,10 +208,14 @@ _HOSTILE_EXPRESSIONS = [
     ("Integer(" + "9" * 5000 + ")", "an integer has at most MAX_INTEGER_DIGITS=20 digits"),
     ("FloorDiv(Symbol('s0', integer=True), Integer(0))", "ZeroDivisionError while building"),
     ("Symbol('s0', integer=True).__class__", "expected end of input, got '.'"),
+    # torch's ModularIndexing.eval recursed to Python's limit on a float, 10 s (Note [endless indexing])
+    ("ModularIndexing(Float('1.0e-5', precision=24), Symbol('s0', integer=True), Integer(3))",
+     "ValueError while building ModularIndexing(Float('1.0e-5', precision=24), Symbol('s0', integer=True), "
+     "Integer(3)): torch's ModularIndexing recurses without end"),
 ]
 
 
-_IDS = ["factorial", "huge_pow", "pow_of_a_sum", "huge_shift", "huge_pow_by_natural", "long_integer", "zero_division", "attribute"]
+_IDS = ["factorial", "huge_pow", "pow_of_a_sum", "huge_shift", "huge_pow_by_natural", "long_integer", "zero_division", "attribute", "endless_indexing"]
 
 
 @pytest.mark.parametrize(("text", "message"), _HOSTILE_EXPRESSIONS, ids=_IDS)
