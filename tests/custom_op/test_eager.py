@@ -66,7 +66,8 @@ def test_a_plain_eager_call_runs_the_kernel_without_the_dispatcher() -> None:
 
 
 @pytest.mark.parametrize("known", [False, True], ids=["first call", "known structure"])
-@pytest.mark.parametrize("where", ["gradients on", "a dispatch mode", "the profiler", "autocast", "meta tensors"])
+@pytest.mark.parametrize("where", ["gradients on", "a dispatch mode", "the profiler", "autocast", "meta tensors", "vmap",
+                                   "a TorchScript trace", "a torch-function mode"])
 def test_anything_that_could_see_the_call_gets_the_operator(where: str, known: bool) -> None:
     module, wrapped, counted, qualname = _wrapped()
     x = torch.randn(2, 4)
@@ -92,6 +93,17 @@ def test_anything_that_could_see_the_call_gets_the_operator(where: str, known: b
                     wrapped(x)
             else:
                 assert wrapped(x).dtype == torch.bfloat16
+    elif where == "vmap":  # its keys in the thread's included set stand for its own check (Note [plain eager calls])
+        # torch's vmap has no rule for the operator: it names it, so the call did reach torch's dispatcher
+        with torch.no_grad(), pytest.raises(RuntimeError, match=f"Batching rule not implemented for {qualname}"):
+            torch.vmap(wrapped)(torch.randn(3, 2, 4))
+    elif where == "a TorchScript trace":  # as vmap: the Tracer key is included while it traces
+        with torch.no_grad():
+            traced = torch.jit.trace(wrapped, (x,), check_trace=False)
+        assert qualname in str(traced.graph)
+    elif where == "a torch-function mode":
+        with torch.no_grad(), _Through():
+            assert torch.equal(wrapped(x), module(x))
     else:  # Note [eager calls without values]: the Meta kernel runs the module on the meta tensors
         meta = as_custom_op(torch.nn.Linear(4, 3, device="meta"), next(_names))
         counted = meta._pbp_op.op = _Counted(meta._pbp_op.op)
@@ -99,6 +111,13 @@ def test_anything_that_could_see_the_call_gets_the_operator(where: str, known: b
             out = meta(torch.empty(5, 4, device="meta"))
         assert out.shape == (5, 3) and out.is_meta
     assert counted.calls == 1
+
+
+class _Through(torch.overrides.TorchFunctionMode):
+    """A torch-function mode that only passes each call through."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
 
 
 class _Runs(torch.nn.Linear):

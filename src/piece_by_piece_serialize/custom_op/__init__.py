@@ -225,7 +225,7 @@ class _Op:
         if state is None:
             state = self.kernel_state[key] = KernelState(self._lookup(key), len(tensors))
         call = state.call
-        versions = [tensors[i]._version for i in state.checked]
+        versions = state.versions(tensors)
         output, caches, found = self._call_module(self.run if weights is None else self._runner(weights), call, tensors, True)
         out = state.settle(self.qualname, tensors, versions, output, caches)
         if found:

@@ -14,7 +14,10 @@ unboxed, but only when the dispatcher's route is known to end there and change n
 * no autocast, no dispatch mode (``FakeTensorMode``, ``FlopCounterMode``, functionalization), no torch-function
   mode, no functorch transform (``vmap``, ``grad``), no TorchScript trace, no profiler (which records the
   operator), not under ``torch.compile`` (which must see the operator), and no other key in the thread's
-  included dispatch keys than the two every eager call has;
+  included dispatch keys than the two every eager call has (``BackendSelect``, ``ADInplaceOrView``; inference
+  mode drops the second). A functorch transform includes its ``FuncTorchDynamicLayer`` keys and a TorchScript
+  trace its ``Tracer`` key for as long as it runs, so that one check of the key set (a bit mask, no Python set)
+  stands for their own checks, which cost as much each; the tests run a call under each;
 * every tensor is a plain ``torch.Tensor`` (a weight may be a ``Parameter``), none on ``meta`` (whose calls go to
   the fake kernel: Note [eager calls without values]), and there is at least one (an empty list would dispatch
   on the thread's keys alone).
@@ -64,25 +67,28 @@ Imports: :mod:`._calls` and :mod:`._state`; torch, when the first operator is ma
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 from ._calls import carried_caches
-from ._state import KernelState, in_place_error
+from ._state import KernelState
 
-_PLAIN: Any = None  # the thread's included dispatch keys in every eager call, bound by `bind`
+_OTHER_KEYS = 0  # the bits of every dispatch key but the two each eager call includes (BackendSelect, ADInplaceOrView)
 _TORCH: Any = None
+_TENSOR: Any = None
 _KINDS: tuple[type, ...] = ()  # torch.Tensor, torch.nn.Parameter
+_IS_META: Any = operator.attrgetter("is_meta")
 
 
 def bind() -> None:
     """Read torch's names once (torch is imported by the time an operator exists)."""
-    global _PLAIN, _TORCH, _KINDS
+    global _OTHER_KEYS, _TORCH, _TENSOR, _KINDS
     import torch
 
     key = torch._C.DispatchKey
-    _PLAIN = torch._C.DispatchKeySet(key.BackendSelect) | torch._C.DispatchKeySet(key.ADInplaceOrView)
-    _TORCH, _KINDS = torch, (torch.Tensor, torch.nn.Parameter)
+    _OTHER_KEYS = ~(torch._C.DispatchKeySet(key.BackendSelect) | torch._C.DispatchKeySet(key.ADInplaceOrView)).raw_repr()
+    _TORCH, _TENSOR, _KINDS = torch, torch.Tensor, (torch.Tensor, torch.nn.Parameter)
 
 
 def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
@@ -96,17 +102,15 @@ def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
         or c._is_any_autocast_enabled()
         or c._len_torch_dispatch_stack()
         or c._is_torch_function_mode_enabled()
-        or c._are_functorch_transforms_active()
-        or c._get_tracing_state() is not None
         or c._autograd._profiler_enabled()
-        or (c._dispatch_tls_local_include_set() - _PLAIN).raw_repr()
+        # a functorch transform and a TorchScript trace include their keys (Note [plain eager calls])
+        or c._dispatch_tls_local_include_set().raw_repr() & _OTHER_KEYS
         or not tensors
     ):
         return False
-    tensor: Any = _KINDS[0]  # Any: a comparison with a `type` would narrow the tensors to `object`
-    for t in tensors:
-        if type(t) is not tensor or t.is_meta:
-            return False
+    # each a torch.Tensor, none on meta: read in C, no Python run per tensor
+    if tuple(map(type, tensors)).count(_TENSOR) != len(tensors) or any(map(_IS_META, tensors)):
+        return False
     if weights is not None:
         for t in weights:
             if type(t) not in _KINDS or t.is_meta:
@@ -117,13 +121,11 @@ def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
 def direct(op: Any, state: KernelState, args: tuple[Any, ...], kwargs: dict[str, Any], tensors: Sequence[Any]) -> Any:
     """A steady eager call (Note [direct eager calls]): the module on the caller's own arguments, then the kernel's
     checks, and its records when the call has something to record."""
-    versions = [tensors[i]._version for i in state.checked]
+    versions = state.versions(tensors)
     records = state.records(tensors)
     output = op.run(*args, **kwargs)
     if records:  # a cut cache as the operator carries it (Note [cache slices])
         state.settle(op.qualname, tensors, versions, output, carried_caches(state.call, (*args, *kwargs.values())))
-    else:
-        changed = [i for i, v in zip(state.checked, versions) if tensors[i]._version != v]  # noqa: B905 - a version per checked tensor
-        if changed:
-            raise in_place_error(op.qualname, changed)
+    elif state.versions(tensors) != versions:
+        state.check_versions(op.qualname, tensors, versions)
     return output

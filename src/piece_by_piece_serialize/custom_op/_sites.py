@@ -103,7 +103,8 @@ class Sites:
         matchers = list(base.matchers)
         for arg, n_layers, positions in cut.slices:
             info = _parse_cached(cut.kinds[arg])
-            matchers[arg] = _cache(cut_matcher(info, n_layers, positions, f"{self.name}: argument {arg}"), None)  # type: ignore[arg-type]  # a cut kind is a CacheInfo
+            # a matcher of its own: it appends nothing when it says no, as a site's matchers must
+            matchers[arg] = cut_matcher(info, n_layers, positions, f"{self.name}: argument {arg}")  # type: ignore[arg-type]  # a cut kind is a CacheInfo
         return Site(matchers, cut, key)
 
 

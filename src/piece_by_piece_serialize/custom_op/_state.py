@@ -13,8 +13,10 @@ from ._calls import Call, flat_outputs
 from ._error import CustomOpError
 from ._sites import Matcher, compile_values, match_values
 
-# The dtype of a tensor, read in C over a list (a generator would resume in Python once per tensor).
+# The dtype and the version counter of a tensor, read in C over a list (a generator or a list comprehension would
+# run Python once per tensor).
 _DTYPE = operator.attrgetter("dtype")
+_VERSION = operator.attrgetter("_version")
 # Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
 MAX_RECORDED_CALLS = 8
 
@@ -40,10 +42,19 @@ class KernelState:
         whats = [f"{name}: the output"] + [f"{name}: cache argument {i} after the call" for i in range(len(caches))]
         self.outputs = compile_values((output, *caches), self.call.out_kinds or (), whats)
 
+    def versions(self, tensors: Sequence[Any]) -> list[int]:
+        """The version counters of the input tensors the in-place check reads, in order (all in C)."""
+        return list(map(_VERSION, map(tensors.__getitem__, self.checked)))
+
     def records(self, tensors: Sequence[Any]) -> bool:
         """Whether a call of these input tensors would record anything: the bound is not reached and their shapes
         are new (the output shapes are taken to follow from them, as the fake kernel takes them)."""
         return len(self.call.shapes) < MAX_RECORDED_CALLS and tuple(map(self.size, tensors)) not in self.inputs
+
+    def check_versions(self, name: str, tensors: Sequence[Any], versions: list[int]) -> None:
+        """Refuse a call whose module changed a checked input tensor in place (``versions``: before the call)."""
+        if self.versions(tensors) != versions:
+            raise in_place_error(name, [i for i, v in zip(self.checked, versions) if tensors[i]._version != v])  # noqa: B905 - a version per checked tensor
 
     def settle(self, name: str, tensors: Sequence[Any], versions: list[int], output: Any, caches: Sequence[Any]) -> list[Any]:
         """After a call of this structure that returned ``output`` and left ``caches`` (as the operator carries
@@ -55,9 +66,7 @@ class KernelState:
             kinds, out, constants, n_flat = flat_outputs(name, output, caches)
         else:  # the learned output structure, by construction (Note [call sites])
             kinds, constants, n_flat = call.out_kinds, call.out_constants, call.out_n_flat  # type: ignore[assignment]
-        changed = [i for i, v in zip(self.checked, versions) if tensors[i]._version != v]  # noqa: B905 - a version per checked tensor
-        if changed:
-            raise in_place_error(name, changed)
+        self.check_versions(name, tensors, versions)
         dtypes = tuple(map(_DTYPE, out))
         if call.out_kinds is None:
             call.learn_outputs(kinds, constants, n_flat, output, caches)

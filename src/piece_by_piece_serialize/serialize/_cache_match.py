@@ -179,7 +179,7 @@ def cut_matcher(info: CacheInfo, n_layers: int, positions: tuple[int, ...], what
     """A matcher for caches of ``n_layers`` layers carried cut to the layers at ``positions``, which ``info``
     describes (Note [cache slices] in :mod:`._cache_slice`): the cache's class, options and number of layers as
     :func:`_plain` reads them, and the carried layers only; their items are appended, the other layers' are not
-    read (the call never uses them: their spares refuse it)."""
+    read (the call never uses them: their spares refuse it). A cache it refuses appends nothing."""
     _caches._loaded()
     cls = _caches.BY_NAME[info.name].cls
     replicate = None if info.option("n") else _caches._DynamicLayer
