@@ -70,7 +70,7 @@ def _call(r: ByteReader, m: Any) -> Any:
     aliases = ((None, 0),) if caches and r.below(1 + 1) else ((("cache",), 0),) if caches else ()
     rules = None
     if r.below(1 + 1) and n_out:
-        pool = (("dim", ((0, 0), (1, 2))), ("const", (4,)), ("sum", (((0, 1), (1, 1)),)), ("plus", (((0, 0), -2),)), ("none", ()))
+        pool = (("dim", ((0, 0), (1, 2))), ("const", (4,)), ("sum", (((0, 1), (1, 1)),)), ("plus", (((0, 0), -2),)), ("min", (((0, 1), (1, 1), 15), ((0, 0), None, 4))), ("none", ()))
         rules = tuple(tuple(pool[r.below(len(pool) - 1 + 1)] for _ in range(r.below(3 + 1))) for _ in range(n_out))
     return m.CallRecord(
         m.call_key(kinds, keywords, constants), kinds, n_pos, keywords, constants, n_flat, caches,

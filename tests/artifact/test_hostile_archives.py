@@ -270,6 +270,10 @@ def _size_as_string(program: Any) -> None:
     next(iter(program["graph_module"]["graph"]["tensor_values"].values()))["sizes"][0] = {"as_int": "3"}
 
 
+def _capped_by_a_string(manifest: Any) -> None:  # a learned shape rule (Note [learned shapes]) whose cap is no size
+    manifest["operators"][0]["calls"][0]["rules"][0][0] = ["min", {"tuple": [{"tuple": [{"tuple": [0, 1]}, None, "15"]}]}]
+
+
 def _unknown_field(program: Any) -> None:
     program["graph_module"]["graph"]["nodes"][0]["exec"] = "print(1)"
 
@@ -280,8 +284,9 @@ def _unknown_field(program: Any) -> None:
         (TOP, _tensors_as_int, r"the program calls pbp_\w+.model__layers__0.default with arguments that are not \(tensors, weights, call\)"),
         (PIECE, _size_as_string, r"sizes\[0\].as_int: expected a 64-bit integer, got \"3\""),
         (PIECE, _unknown_field, r"nodes\[0\]: Node has no field 'exec'"),
+        (MANIFEST, _capped_by_a_string, r"rules\[0\]\[0\]\[1\]: not the candidates of a 'min' rule"),
     ],
-    ids=["operator argument", "size", "unknown field"],
+    ids=["operator argument", "size", "unknown field", "shape rule"],
 )
 def test_malformed_fields_are_artifact_errors_not_raw_exceptions(llama: Path, tmp_path: Path, member: str, change: Callable[[Any], None], message: str) -> None:
     _refused(_rewrite(llama, tmp_path / "malformed.pt2", {member: _json(change)}), message)

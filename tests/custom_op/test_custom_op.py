@@ -124,6 +124,29 @@ def test_export_uses_learned_shapes_not_the_module() -> None:
             assert torch.equal(got, want)
 
 
+class Window(torch.nn.Module):
+    """Keeps at most 4 positions, as a sliding-window cache does: a sum, and a dimension, capped at a constant."""
+
+    def forward(self, x, past):
+        return torch.cat([past, x], dim=1)[:, -4:], x[:, -4:] * 2
+
+
+def test_a_dimension_capped_at_a_constant_is_learned() -> None:
+    module = Window()
+    wrapped = as_custom_op(module, next(_names))
+    for b, s, p in ((2, 1, 2), (3, 2, 1), (2, 3, 3), (1, 6, 2)):  # the last two past the cap: 6 and 8 keep 4
+        wrapped(torch.randn(b, s, 8), torch.randn(b, p, 8))
+    b, s, p = torch.export.Dim("b"), torch.export.Dim("s", max=16), torch.export.Dim("p", max=16)
+    program = torch.export.export(
+        wrapped, (torch.randn(2, 2, 8), torch.randn(2, 3, 8)), dynamic_shapes=({0: b, 1: s}, {0: b, 1: p}), strict=False
+    )
+    for shape_x, shape_p in (((1, 1, 8), (1, 1, 8)), ((5, 2, 8), (5, 1, 8)), ((2, 9, 8), (2, 7, 8)), ((3, 1, 8), (3, 12, 8))):
+        x, past = torch.randn(shape_x), torch.randn(shape_p)
+        got, want = program.module()(x, past), module(x, past)
+        assert [t.shape for t in got] == [t.shape for t in want]
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+
+
 class Triple(torch.nn.Module):
     def forward(self, x):
         return torch.cat([x, x, x], dim=0)  # (3 b, ...): no rule derives it (2 b is b + b)

@@ -46,7 +46,7 @@ MAX_MANIFEST_BYTES = 64 * 2**20
 Scalar = None | bool | int | float | str
 Value = Any  # a Scalar, or a tuple/list/dict of Values (module attributes)
 
-RULE_KINDS = ("dim", "const", "sum", "plus", "none")
+RULE_KINDS = ("dim", "const", "sum", "plus", "min", "none")
 
 
 @dataclass(frozen=True)
@@ -426,6 +426,11 @@ def _rule_ok(kind: str, cands: tuple[Any, ...]) -> bool:
         return bool(cands) and all(isinstance(c, tuple) and len(c) == 2 and _dim(c[0]) and _dim(c[1]) for c in cands)
     if kind == "plus":
         return bool(cands) and all(isinstance(c, tuple) and len(c) == 2 and _dim(c[0]) and type(c[1]) is int for c in cands)
+    if kind == "min":  # an input dimension, or a sum of two, capped at a size
+        return bool(cands) and all(
+            isinstance(c, tuple) and len(c) == 3 and _dim(c[0]) and (c[1] is None or _dim(c[1])) and type(c[2]) is int and 0 <= c[2] < 2**62
+            for c in cands
+        )
     return cands == ()
 
 

@@ -60,7 +60,9 @@ Note [learned shapes]
 Each eager call records the shapes of the operator's input and output tensors. Under fake tensors
 (``torch.export``), each output dimension is computed from the inputs by the first of these rules
 that holds in every recorded call: it equals an input dimension; it is a constant; it is the sum of
-two input dimensions; an input dimension plus a constant. If several candidates of the chosen rule
+two input dimensions; an input dimension plus a constant; an input dimension or the sum of two capped at a
+constant, the largest size recorded, which some recorded call must reach past and another stay below (a sliding
+window's cache). If several candidates of the chosen rule
 hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
 inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
 with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the

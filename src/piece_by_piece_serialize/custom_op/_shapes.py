@@ -15,7 +15,9 @@ from typing import Any
 
 from ._error import CustomOpError
 
-Rule = tuple[str, tuple[Any, ...]]  # ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
+# ("dim", ((i, d), ...)) | ("const", (c,)) | ("sum", (((i, d), (j, e)), ...)) | ("plus", (((i, d), c), ...))
+# | ("min", (((i, d), (j, e) or None, cap), ...))
+Rule = tuple[str, tuple[Any, ...]]
 
 
 # Candidates kept per rule: enough to show an ambiguity, bounded for modules with hundreds of inputs.
@@ -58,9 +60,32 @@ def learn(op: str, shapes: Sequence[tuple[tuple[tuple[int, ...], ...], tuple[tup
             if plus:
                 per_dim.append(("plus", tuple((where[a], target[0] - ins[0][a]) for a in plus[:_MAX_CANDIDATES])))
                 continue
-            per_dim.append(("none", ()))
+            per_dim.append(_bounded(ins, target, where))
         rules.append(per_dim)
     return rules
+
+
+def _bounded(ins: list[list[int]], target: list[int], where: list[tuple[int, int]]) -> Rule:
+    """The last rules: an input dimension, or the sum of two, capped at a constant (a sliding window's cache keeps
+    at most its window: Llama 4's chunked attention). The cap is the largest target; a call below it fixes the
+    candidates (as the sum's first call does), and at least one call must reach past it (else an earlier rule
+    holds)."""
+    cap = max(target)
+    u = next(c for c, t in enumerate(target) if t < cap)  # there is one: a constant target is an earlier rule
+    below = ins[u]
+    by_value: dict[int, list[int]] = {}
+    for b, v in enumerate(below):
+        by_value.setdefault(v, []).append(b)
+    capped = [
+        (a, b)
+        for a, va in enumerate(below)
+        for b in ([None] if va == target[u] else []) + [b for b in by_value.get(target[u] - va, ()) if b >= a]
+        if all(min(x[a] + (0 if b is None else x[b]), cap) == t for x, t in zip(ins, target, strict=False))
+        and any(x[a] + (0 if b is None else x[b]) > cap for x in ins)
+    ]
+    if not capped:
+        return ("none", ())
+    return ("min", tuple((where[a], None if b is None else where[b], cap) for a, b in capped[:_MAX_CANDIDATES]))
 
 
 def _spell(kind: str, cand: Any) -> str:
@@ -71,6 +96,9 @@ def _spell(kind: str, cand: Any) -> str:
     if kind == "sum":
         (i, d), (j, e) = cand
         return f"input tensor {i} dim {d} + input tensor {j} dim {e}"
+    if kind == "min":
+        (i, d), second, cap = cand
+        return f"min(input tensor {i} dim {d}{'' if second is None else f' + input tensor {second[0]} dim {second[1]}'}, {cap})"
     (i, d), c = cand
     return f"input tensor {i} dim {d} {'+' if c >= 0 else '-'} {abs(c)}"
 
@@ -83,6 +111,11 @@ def _value(kind: str, cand: Any, sizes: Sequence[Any]) -> Any:
     if kind == "sum":
         (i, d), (j, e) = cand
         return sizes[i][d] + sizes[j][e]
+    if kind == "min":
+        import torch
+
+        (i, d), second, cap = cand
+        return torch.sym_min(sizes[i][d] + (0 if second is None else sizes[second[0]][second[1]]), cap)  # type: ignore[no-untyped-call]  # unannotated in torch
     (i, d), c = cand
     return sizes[i][d] + c
 
@@ -99,8 +132,8 @@ def evaluate(op: str, k: int, rules: Sequence[Rule], sizes: Sequence[Any]) -> li
     for d, (kind, cands) in enumerate(rules):
         if kind == "none":
             raise CustomOpError(
-                f"{op}: output tensor {k} dim {d} is not an input dimension, a constant or a sum of them in the recorded "
-                "calls; pass fake= to as_custom_op"
+                f"{op}: output tensor {k} dim {d} is not an input dimension, a constant, a sum of them or one of those "
+                "capped at a constant in the recorded calls; pass fake= to as_custom_op"
             )
         values = [_value(kind, c, sizes) for c in cands]
         first = _expression(values[0])
