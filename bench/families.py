@@ -4,7 +4,8 @@ The families: the mixture-of-experts ones of ``tests/_tiny_moe.py`` (two layers,
 per token), Llama 4 text (complex rotary), Jamba (a Mamba mixer), Qwen3-Next (a gated delta-net) and
 LongCat-Flash (experts that loop in Python over the experts chosen), each tiny, built from config. Each is
 exported automatically and with ``classes=`` its decoder layers, at a prefill (no cache) and at a decode step
-(the cache in and out, two examples through ``torch.export.AdditionalInputs``). One line per case:
+(the cache in and out, two examples through ``torch.export.AdditionalInputs``; Llama 4 a third past its
+attention chunk). One line per case:
 
 - export: the report's verdict and max |diff| against eager, the pieces behind operators (those without a
   program of their own starred), or the error's class and first line;
@@ -100,6 +101,8 @@ def inputs(model: Any, family: str, shape: str) -> tuple[list[Any], Any, list[An
     examples = [((tiny.ids(new[0], 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]})]
     other = torch.export.AdditionalInputs()
     other.add((tiny.ids(new[1], 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    if family == "llama4":  # past its attention chunk (16), where the mask takes the other branch (docs/export.md)
+        other.add((tiny.ids(1, 2),), {"cache": tiny.prefill(model, 20, batch=2)[1]})
     unseen = [((tiny.ids(n, b, 9),), {"cache": tiny.prefill(model, past, batch=b)[1]}) for b, past, n in ((1, 6, new[2]), (4, 11, new[3]), (2, 30, 1))]
     return examples, other, unseen
 

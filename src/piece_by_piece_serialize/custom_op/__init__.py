@@ -66,7 +66,9 @@ window's cache). If several candidates of the chosen rule
 hold (a hidden size of 16 and a sequence of 16 in the only call), they are all evaluated on the fake
 inputs and must agree; if they do not, the shape cannot be derived and the error says to calibrate
 with another call whose sizes differ, or to pass ``fake=``. Two symbolic sizes that are equal in the
-traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead.
+traced inputs (the batch of two inputs) are declared equal to the tracer (``torch._check``) instead; two
+capped candidates so equal are not (a sliding cache's keys and count, capped alike, part ways past the
+window, and the tracer would tie them): the first is taken.
 Dtypes and devices are those recorded.
 (The code is in :mod:`._shapes`.)
 

@@ -143,6 +143,12 @@ def evaluate(op: str, k: int, rules: Sequence[Rule], sizes: Sequence[Any]) -> li
             if (first is not None and _expression(v) == first) or statically_known_true(values[0] == v):
                 continue
             if not isinstance(values[0], int) and not isinstance(v, int) and optimization_hint(values[0]) == optimization_hint(v):
+                if kind == "min":
+                    # Capped sizes equal in every recorded call and the traced inputs: a sliding cache's keys and its
+                    # count, equal below the window and both past the cap beyond it. Telling the tracer they are
+                    # equal would tie the uncapped sizes together (the count to the keys' length, which part
+                    # ways past the window): the first candidate is taken, as the rule's data cannot tell them apart.
+                    continue
                 # Two symbolic sizes that every recorded call and the traced inputs have equal (the batch of two
                 # inputs): say so to the tracer, which fails if the user declared them independent.
                 import torch

@@ -41,7 +41,9 @@ as ``past <= 15``, which Llama 4's chunked attention puts in the program of its 
 which sampling up to twice the example's size would miss: with the dimensions that moved with it in the
 examples, else alone (past its window, a cache counts more positions than it keeps keys). A point eager refuses is out of the model's own range
 and skipped; a point eager accepts and the program refuses, or computes otherwise, fails the verdict. A named ``Dim`` (or ``Dim.DYNAMIC``) whose every
-other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix.
+other size eager refuses is a static dimension declared dynamic: an error, with torch's suggested fix; unless the
+examples show it at two sizes, when it only moves with others (a sliding cache's keys with its count, below the
+window: Llama 4's decode step), and its points are skipped as any point eager refuses.
 
 Note [sizes of one]
 ~~~~~~~~~~~~~~~~~~~

@@ -1,0 +1,56 @@
+"""Llama 4's decode step (issue 31) past its attention chunk, exported automatically, saved and loaded, and through
+``to_onnx`` and onnxruntime, equal to eager at sizes the export never saw. Its sliding cache keeps at most 15 keys
+and counts every position; the chunked mask branches on whether the count reached the chunk (16). With an example
+past the chunk the automatic search cuts ``model`` (Llama4TextModel), which gets a program on each side of the
+branch (programs by size), and the cache's keys come back capped at 15 (a learned shape rule, Note [learned
+shapes]). Sizes neither side was exported for are refused by name, in the loaded archive and in onnxruntime alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+onnxruntime = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+pytest.importorskip("transformers")
+
+import _tiny_models as tiny  # noqa: E402
+from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
+from piece_by_piece_serialize import export_piece_by_piece, load_piece_by_piece  # noqa: E402
+
+
+def _close(got: list[object], want: list[object]) -> None:
+    assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want]  # type: ignore[attr-defined]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: Path) -> None:
+    model = tiny.llama4()
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    other.add((tiny.ids(1, 2),), {"cache": tiny.prefill(model, 20, batch=2)[1]})  # past the chunk: 15 keys, count 20
+    result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other)
+    assert result.report.passed is True and result.report.behind_operators == ["model"]
+    assert "2 programs by size" in (result.pieces["model"].by_size or "")
+    result.save(tmp_path / "llama4.pt2")
+    result.to_onnx(tmp_path / "llama4.onnx")
+    result.close()
+    loaded = load_piece_by_piece(tmp_path / "llama4.pt2")
+    try:
+        # (batch, past positions, new tokens): below the chunk, and 30 past it (the count 31 where keys stay 15)
+        for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 1)):
+            args, kwargs = (tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}
+            want = eager_outputs(model, args, kwargs)
+            _close(eager_outputs(loaded, args, kwargs), want)
+            _close(run_onnx(tmp_path / "llama4.onnx", args, kwargs), want)
+        # 2 new tokens past the chunk: no example took that side of the branch with more than one
+        args, kwargs = (tiny.ids(2, 3, 9),), {"cache": tiny.prefill(model, 40, batch=3)[1]}
+        with pytest.raises(ValueError, match="model has no program for these input sizes"):
+            eager_outputs(loaded, args, kwargs)
+        with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.Fail, match="model has no program for these input sizes"):
+            run_onnx(tmp_path / "llama4.onnx", args, kwargs)
+    finally:
+        loaded.close()
