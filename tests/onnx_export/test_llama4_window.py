@@ -54,3 +54,29 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
             run_onnx(tmp_path / "llama4.onnx", args, kwargs)
     finally:
         loaded.close()
+
+
+@pytest.mark.slow
+def test_with_its_decoder_layers_as_classes_the_refusal_names_the_module_to_add() -> None:
+    """With ``classes=`` the decoder layers: the mask's branch on the count is in Llama4TextModel's own forward, in the
+    program, which refuses the example past the chunk by its guard. The error names that module, the guard and the
+    line; adding the module to the classes, as it says, gives an export that passes (Note [guards on a hint])."""
+    from transformers.models.llama4.modeling_llama4 import Llama4TextDecoderLayer, Llama4TextModel
+
+    from piece_by_piece_serialize.export import ExportMismatchError
+
+    model = tiny.llama4()
+    other = torch.export.AdditionalInputs()
+    other.add((tiny.ids(2, 3),), {"cache": tiny.prefill(model, 8, batch=3)[1]})
+    other.add((tiny.ids(1, 2),), {"cache": tiny.prefill(model, 20, batch=2)[1]})
+    args, kwargs = (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}
+    with pytest.raises(ExportMismatchError) as failed:
+        export_piece_by_piece(model, args, kwargs, dynamic_shapes=other, classes=Llama4TextDecoderLayer)
+    first = str(failed.value).splitlines()[0]
+    assert "as model (Llama4TextModel), not behind an operator with classes=(Llama4TextDecoderLayer)" in first
+    assert " in get_mask_sizes; " in first and first.endswith("add Llama4TextModel to classes, or pass classes=None to find the cut automatically")
+    result = export_piece_by_piece(model, args, kwargs, dynamic_shapes=other, classes=(Llama4TextDecoderLayer, Llama4TextModel))
+    assert result.report.passed is True and result.report.behind_operators == ["model"]
+    x, cache = (tiny.ids(1, 2, 9),), {"cache": tiny.prefill(model, 30, batch=2)[1]}
+    torch.testing.assert_close(eager_outputs(result.module(), x, cache), eager_outputs(model, x, cache), rtol=0, atol=1e-5)
+    result.close()

@@ -237,6 +237,7 @@ def _checks(job: Job, model: torch.nn.Module, program: Any, references: list[lis
         checked = job.check_ranges(program, lambda e: _eager(model, e)[0], names, _dim_labels(model, job.examples[0]), partition)
         if checked:
             job.notes.append(checked)
+    job.hints_at_guarded_examples(partition)
     return checks, own, whole
 
 

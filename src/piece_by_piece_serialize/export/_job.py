@@ -132,6 +132,7 @@ class Job(RangeChecks):
         self.by_size_failed: dict[str, str] = {}
         self.size_donors: list[tuple[str, Any, list[Example], list[Any]]] = []  # the pieces that exported theirs
         self.guarded_hints: set[str] = set()  # hints whose guard the program took, broken in the ranges (_ranges)
+        self.guarded_examples: list[int] = []  # the examples the program refused by a guard (check_program)
 
     def close(self) -> None:
         """Free every operator this export registered."""
@@ -287,7 +288,10 @@ class Job(RangeChecks):
         _log.info("checking the program against the model on %s", count(len(self.examples), "example"))
         self.runnable = program.module()
         for number, (example, want) in enumerate(zip(self.examples, references, strict=True), 1):
+            before = len(self.verdict.refused)
             self._check_point(example, want, f"example {number} ({_describe_example(example)})", names)
+            if any("Guard failed" in r for r in self.verdict.refused[before:]):  # Note [guards on a hint]
+                self.guarded_examples.append(number - 1)
         if self.unchecked is not None:
             return None
         return max([0.0, *(o.max_abs_diff for o in self.verdict.of(""))])

@@ -9,7 +9,8 @@ torch.export raises when its trace guards a dimension declared by a named ``Dim`
 module whose code made the guard and puts it behind an operator (Note [blame]). A dimension declared by a hint
 (``Dim.DYNAMIC``, ``Dim.AUTO``, and every one ``torch.export.AdditionalInputs`` makes) lets the same guard into
 the program without a word, and the program then refuses sizes of the range that eager takes: the checks here find
-them (``guarded_hints``), and the export fails its verdict. So the automatic search runs again with each such
+them (``guarded_hints``; where none does, an example the program refuses by a guard counts every hint it moves
+from the first example, :meth:`RangeChecks.hints_at_guarded_examples`), and the export fails its verdict. So the automatic search runs again with each such
 hint declared by a named ``Dim`` (:func:`named_hints`, in :func:`..export.export_piece_by_piece`) and
 keeps that export if it passes; otherwise (and with ``classes=``) the first such refusal of a hint says what
 changes the outcome: the dimension declared by a named ``Dim``. On a toy that pads to chunks of 4 (in the tests),
@@ -83,6 +84,7 @@ class RangeChecks:
     by_size: dict[str, BySize]
     by_size_failed: dict[str, str]
     guarded_hints: set[str]
+    guarded_examples: list[int]
     wrappers: dict[str, Any]
     flat: Any
     copy: torch.nn.Module
@@ -167,6 +169,22 @@ class RangeChecks:
         return "; ".join([f"the program checked at {count(sum(map(len, accepted.values())), 'more point')} of the declared ranges" + (
             f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
         ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved, *below])
+
+    def hints_at_guarded_examples(self, partition: dict[str, str] | None) -> None:
+        """Note [guards on a hint]: where no point of the ranges found a guard, an example the program refuses by one
+        (an example past a chunk, where the first was below it) counts every hint it moves from the first example as
+        guarded (the points are more precise: each moves one dimension)."""
+        from torch.export.dynamic_shapes import _DimHint
+
+        if self.guarded_hints:
+            return
+
+        first = groups(self.examples[0], self.specs, partition)
+        for i in self.guarded_examples:
+            other = groups(self.examples[i], self.specs, partition)
+            self.guarded_hints.update(
+                name for name, (size, spec) in first.items() if isinstance(spec, _DimHint) and name in other and other[name][0] != size
+            )
 
     def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
         """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
