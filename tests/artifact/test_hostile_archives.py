@@ -270,8 +270,16 @@ def _size_as_string(program: Any) -> None:
     next(iter(program["graph_module"]["graph"]["tensor_values"].values()))["sizes"][0] = {"as_int": "3"}
 
 
-def _capped_by_a_string(manifest: Any) -> None:  # a learned shape rule (Note [learned shapes]) whose cap is no size
-    manifest["operators"][0]["calls"][0]["rules"][0][0] = ["min", {"tuple": [{"tuple": [{"tuple": [0, 1]}, None, "15"]}]}]
+def _capped(*candidate: Any) -> Callable[[Any], None]:
+    """A learned shape rule (Note [learned shapes]) capped at a constant, its one candidate ``candidate``."""
+
+    def change(manifest: Any) -> None:
+        manifest["operators"][0]["calls"][0]["rules"][0][0] = ["min", {"tuple": [{"tuple": list(candidate)}]}]
+
+    return change
+
+
+_DIM = {"tuple": [0, 1]}
 
 
 def _unknown_field(program: Any) -> None:
@@ -284,12 +292,24 @@ def _unknown_field(program: Any) -> None:
         (TOP, _tensors_as_int, r"the program calls pbp_\w+.model__layers__0.default with arguments that are not \(tensors, weights, call\)"),
         (PIECE, _size_as_string, r"sizes\[0\].as_int: expected a 64-bit integer, got \"3\""),
         (PIECE, _unknown_field, r"nodes\[0\]: Node has no field 'exec'"),
-        (MANIFEST, _capped_by_a_string, r"rules\[0\]\[0\]\[1\]: not the candidates of a 'min' rule"),
+        *[(MANIFEST, _capped(*c), r"\.rules\[0\]\[0\]\[1\]: not the candidates of a 'min' rule") for c in (
+            (_DIM, None, "15"),  # a cap that is no size
+            (_DIM, None, -1),
+            (_DIM, None, True),  # a boolean, which Python counts as an int
+            (_DIM, None, 2**62),
+            (_DIM, {"tuple": [0, -1]}, 15),  # a dimension that is none
+            (_DIM, 15),  # no cap
+            (None, None, 15),
+        )],
     ],
-    ids=["operator argument", "size", "unknown field", "shape rule"],
+    ids=["operator argument", "size", "unknown field", "cap a string", "cap negative", "cap a boolean", "cap too large",
+         "second dimension negative", "two items", "no first dimension"],
 )
 def test_malformed_fields_are_artifact_errors_not_raw_exceptions(llama: Path, tmp_path: Path, member: str, change: Callable[[Any], None], message: str) -> None:
-    _refused(_rewrite(llama, tmp_path / "malformed.pt2", {member: _json(change)}), message)
+    path = _rewrite(llama, tmp_path / "malformed.pt2", {member: _json(change)})
+    before = set(torch._C._dispatch_get_all_op_names())
+    _refused(path, message)
+    assert not set(torch._C._dispatch_get_all_op_names()) - before  # no operator of the refused archive left registered
 
 
 # ---- class 4: consistency -------------------------------------------------------------------------------

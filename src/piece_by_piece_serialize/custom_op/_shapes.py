@@ -30,9 +30,8 @@ def learn(op: str, shapes: Sequence[tuple[tuple[tuple[int, ...], ...], tuple[tup
     where = [(i, d) for i, shape in enumerate(shapes[0][0]) for d in range(len(shape))]
     if any(len(x) != len(where) for x in ins) or len({tuple(len(s) for s in out) for _, out in shapes}) != 1:
         raise CustomOpError(f"{op}: the recorded calls of one structure have tensors of different ranks; pass fake=")
-    by_value: dict[int, list[int]] = {}
-    for a, v in enumerate(ins[0]):
-        by_value.setdefault(v, []).append(a)
+    by_value = _positions(ins[0])
+    indexed = {0: by_value}  # the calls' positions by size, each made once: the capped rules read other calls'
     rules: list[list[Rule]] = []
     for k, rank in enumerate(len(s) for s in shapes[0][1]):
         per_dim: list[Rule] = []
@@ -60,12 +59,20 @@ def learn(op: str, shapes: Sequence[tuple[tuple[tuple[int, ...], ...], tuple[tup
             if plus:
                 per_dim.append(("plus", tuple((where[a], target[0] - ins[0][a]) for a in plus[:_MAX_CANDIDATES])))
                 continue
-            per_dim.append(_bounded(ins, target, where))
+            per_dim.append(_bounded(ins, target, where, indexed))
         rules.append(per_dim)
     return rules
 
 
-def _bounded(ins: list[list[int]], target: list[int], where: list[tuple[int, int]]) -> Rule:
+def _positions(sizes: list[int]) -> dict[int, list[int]]:
+    """Where each size occurs among a call's input dimensions."""
+    by_value: dict[int, list[int]] = {}
+    for a, v in enumerate(sizes):
+        by_value.setdefault(v, []).append(a)
+    return by_value
+
+
+def _bounded(ins: list[list[int]], target: list[int], where: list[tuple[int, int]], indexed: dict[int, dict[int, list[int]]]) -> Rule:
     """The last rules: an input dimension, or the sum of two, capped at a constant (a sliding window's cache keeps
     at most its window: Llama 4's chunked attention). The cap is the largest target; a call below it fixes the
     candidates (as the sum's first call does), and at least one call must reach past it (else an earlier rule
@@ -73,9 +80,7 @@ def _bounded(ins: list[list[int]], target: list[int], where: list[tuple[int, int
     cap = max(target)
     u = next(c for c, t in enumerate(target) if t < cap)  # there is one: a constant target is an earlier rule
     below = ins[u]
-    by_value: dict[int, list[int]] = {}
-    for b, v in enumerate(below):
-        by_value.setdefault(v, []).append(b)
+    by_value = indexed[u] if u in indexed else indexed.setdefault(u, _positions(below))
     capped = [
         (a, b)
         for a, va in enumerate(below)

@@ -70,7 +70,7 @@ from ._ranges import RangeChecks, count
 from ._record import Recording, module_paths, run_recording, tracing_path, written_back
 from ._report import Attempt, ExportReport, Piece, PieceStatus
 from ._reuse import reusable, same_structures
-from ._verdict import Verdict
+from ._verdict import GUARD_FAILED, Verdict
 
 # Recorded calls per piece and example compared against eager (the first ones: enough to see a difference).
 _CHECKED_CALLS = 2
@@ -290,7 +290,7 @@ class Job(RangeChecks):
         for number, (example, want) in enumerate(zip(self.examples, references, strict=True), 1):
             before = len(self.verdict.refused)
             self._check_point(example, want, f"example {number} ({_describe_example(example)})", names)
-            if any("Guard failed" in r for r in self.verdict.refused[before:]):  # Note [guards on a hint]
+            if any(GUARD_FAILED in r for r in self.verdict.refused[before:]):  # Note [guards on a hint]
                 self.guarded_examples.append(number - 1)
         if self.unchecked is not None:
             return None

@@ -55,7 +55,7 @@ from ._examples import (
 )
 from ._examples import _name as hint_group
 from ._record import module_paths, run_recording
-from ._verdict import Verdict
+from ._verdict import GUARD_FAILED, Verdict
 
 _log = logging.getLogger("piece_by_piece_serialize.export")
 # what the first guard failure at a point of a hint adds (Note [guards on a hint])
@@ -138,7 +138,7 @@ class RangeChecks:
                 own = dict(self.own) if soft else {}  # what the own programs were, were the program to refuse 1
                 self._check_at(example, want, where, names, fallback=not soft)
                 # torch's words for a program's guard refusing its inputs (Note [guards on a hint]), once per dimension
-                guarded = [i for i in range(before, len(self.verdict.refused)) if "Guard failed" in self.verdict.refused[i]]
+                guarded = [i for i in range(before, len(self.verdict.refused)) if GUARD_FAILED in self.verdict.refused[i]]
                 if hint and not soft and name not in advised and guarded:
                     advised.add(name)
                     self.verdict.refused[guarded[0]] += _ON_A_HINT.format(label(name))

@@ -26,6 +26,10 @@ from .._closeness import difference
 from ._errors import PieceByPieceExportError
 from ._values import is_valueless
 
+#: torch's words for a program's guard refusing its inputs, which a refusal in the verdict then quotes (Note
+#: [guards on a hint] in ._ranges reads them there)
+GUARD_FAILED = "Guard failed"
+
 # dtype name -> (atol, rtol) for floating-point outputs (Note [the verdict]); any other dtype must be equal.
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
