@@ -37,13 +37,15 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
     assert "2 programs by size" in (result.pieces["model"].by_size or "")
     result.save(tmp_path / "llama4.pt2")
     result.to_onnx(tmp_path / "llama4.onnx")
+    # (batch, past positions, new tokens): below the chunk, and 30 past it (the count 31 where keys stay 15)
+    unseen = [((tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}) for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 1))]
+    wanted = [eager_outputs(model, args, kwargs) for args, kwargs in unseen]
+    for (args, kwargs), want in zip(unseen, wanted, strict=True):  # the export's own runnable program
+        _close(eager_outputs(result.module(), args, kwargs), want)
     result.close()
     loaded = load_piece_by_piece(tmp_path / "llama4.pt2")
     try:
-        # (batch, past positions, new tokens): below the chunk, and 30 past it (the count 31 where keys stay 15)
-        for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 1)):
-            args, kwargs = (tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}
-            want = eager_outputs(model, args, kwargs)
+        for (args, kwargs), want in zip(unseen, wanted, strict=True):  # a copy of the call each time: the cache is used again
             _close(eager_outputs(loaded, args, kwargs), want)
             _close(run_onnx(tmp_path / "llama4.onnx", args, kwargs), want)
         # 2 new tokens past the chunk: no example took that side of the branch with more than one
