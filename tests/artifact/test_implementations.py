@@ -96,6 +96,35 @@ def test_a_piece_holding_what_the_archive_cannot_carry_needs_an_instance(tmp_pat
     loaded.close()
 
 
+class _Scale(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+class _Shift(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+def test_a_rebuilt_class_names_every_submodule_class_it_lacks_at_once(tmp_path: Path) -> None:
+    model = toy.deep()
+    leaf = model.top.mid.leaf
+    leaf.scale, leaf.shift, leaf.again = _Scale(), _Shift(), _Scale()  # submodules its code never calls
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    result.save(tmp_path / "deep.pt2")
+    result.close()
+    names = r"test_implementations\._Scale \(its submodule scale\), \S*test_implementations\._Shift \(its submodule shift\)"
+    with pytest.raises(ArtifactError, match=rf"the piece top\.mid\.leaf needs 2 classes: \S*{names}; pass those classes in implementations="):
+        load_piece_by_piece(tmp_path / "deep.pt2", implementations=[toy.Branchy])
+    with pytest.raises(ArtifactError, match=r"\(its submodule shift\) is a \S+_Shift: pass that class in implementations="):
+        load_piece_by_piece(tmp_path / "deep.pt2", implementations=[toy.Branchy, _Scale])  # one left: named alone
+    loaded = load_piece_by_piece(tmp_path / "deep.pt2", implementations=[toy.Branchy, _Scale, _Shift])
+    for sign in (1, -1):  # both sides of its branch
+        x = sign * (torch.rand(4, 4) + 4)
+        assert torch.equal(loaded(x), model(x))
+    loaded.close()
+
+
 _JAMBA = r"""
 import sys
 import torch

@@ -28,6 +28,7 @@ Imports: :mod:`._manifest`, :mod:`._errors`; torch on use.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -158,6 +159,7 @@ def capture(module: Any) -> ModuleState:
     )
 
 
+@functools.cache
 def _torch_nn_classes() -> dict[str, type]:
     import torch
 
@@ -193,6 +195,10 @@ def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str
 
     cls = classes.get(state.cls) or _torch_nn_classes().get(state.cls)
     where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
+    missing = {} if prefix else _missing(state, classes)
+    if len(missing) > 1:  # all at once: a user would otherwise learn them one load at a time
+        named = ", ".join(f"{c} ({f'its submodule {at}' if at else 'the piece'})" for c, at in missing.items())
+        raise ArtifactError(source, f"{where} needs {len(missing)} classes: {named}; pass those classes in implementations= (the loader imports nothing by name)")
     if cls is None:
         raise ArtifactError(source, f"{where} is a {state.cls}: pass that class in implementations= (the loader imports nothing by name)")
     if state.unstorable:
@@ -220,6 +226,16 @@ def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str
     for name, child in state.children:
         module._modules[name] = rebuild(child, weights, classes, source, piece, f"{prefix}{name}.")
     return module
+
+
+def _missing(state: ModuleState, classes: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Each class of the module tree of ``state`` that is neither given nor torch.nn's -> the first submodule of
+    that class (``""``: the piece itself)."""
+    out = {} if state.cls in classes or state.cls in _torch_nn_classes() else {state.cls: prefix[:-1]}
+    for name, child in state.children:
+        for cls, at in _missing(child, classes, f"{prefix}{name}.").items():
+            out.setdefault(cls, at)
+    return out
 
 
 def check_instance(instance: Any, names: tuple[str, ...], weights: list[Any], source: str, piece: str) -> None:
