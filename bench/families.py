@@ -20,7 +20,9 @@ its config (``tests/_tiny_models.py``'s sizes, with the few overrides of ``GENER
 the same four cases: a sweep over families no test names; ``--automatic`` runs the automatic cut alone.
 
 LongCat-Flash runs once more (``longcat_flash+translation``) with its experts' ONNX translation, the one of
-tests/onnx_export/test_onnx_translations.py, given through ``to_onnx(..., translations=)``. Not part of
+tests/onnx_export/test_onnx_translations.py, given through ``to_onnx(..., translations=)``, and so do Jamba's and
+MiniMax's prefills with the translations of their pieces that loop over the sequence (tests/_translations.py:
+an ONNX ``Loop``), automatic mode. Not part of
 ``make bench`` (about an hour of exports on two cores); run ``python bench/families.py [family ...]`` from the
 repository (``--list`` names the families).
 """
@@ -43,7 +45,14 @@ TESTS = os.path.join(HERE, "..", "tests")
 sys.path.insert(0, TESTS)
 
 MOE = ("qwen2_moe", "qwen3_moe", "mixtral", "phimoe", "gpt_oss", "deepseek_v3", "glm4_moe", "granitemoehybrid", "minimax")
-OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+translation")
+OTHERS = ("llama4", "jamba", "qwen3_next", "longcat_flash", "longcat_flash+translation", "jamba+translation", "minimax+translation")
+# a family run once more with the translation of the pieces of one class (tests/_translations.py and
+# tests/onnx_export/test_onnx_translations.py): (the class, which translation, the shapes it is for)
+TRANSLATED = {
+    "longcat_flash": ("LongcatFlashExperts", "experts", ("prefill", "step")),
+    "jamba": ("JambaMambaMixer", "mixer", ("prefill",)),  # its loop over the sequence; the step has a program
+    "minimax": ("MiniMaxLightningAttention", "attention", ("prefill",)),
+}
 # what a generic family's tiny config needs beyond tests/_tiny_models.py's sizes (a padding index inside its vocabulary)
 GENERIC: dict[str, dict[str, Any]] = {
     "phi3": dict(pad_token_id=0), "smollm3": dict(pad_token_id=0), "glm4": dict(pad_token_id=0), "glm": dict(pad_token_id=0),
@@ -176,7 +185,7 @@ def _onnx_cell(result: Any, model: Any, family: str, shape: str, folder: str) ->
     """``to_onnx``, then onnxruntime against eager at the unseen shapes: its cell of the table."""
     from _onnx_compare import eager_outputs, run_onnx
 
-    translations = _longcat_translation(result) if family.endswith("+translation") else None
+    translations = _translations(result, family)
     path = os.path.join(folder, f"{family}-{shape}.onnx")
     try:
         written = result.to_onnx(path, translations=translations)
@@ -191,16 +200,27 @@ def _onnx_cell(result: Any, model: Any, family: str, shape: str, folder: str) ->
     return f"max |d| {max(diffs):.1e} (to_onnx's own {written.model_diff:.1e}, {written.seconds:.0f}s)"
 
 
-def _longcat_translation(result: Any) -> dict[Any, Any]:
-    """The experts' operator of a LongCat-Flash export -> the translation its test writes."""
+def _translations(result: Any, family: str) -> dict[Any, Any] | None:
+    """For a ``+translation`` family, the operator of each piece of its translated class -> the translation its
+    test writes (LongCat-Flash's experts; Jamba's Mamba mixer and MiniMax's lightning attention, prefill)."""
     import torch
 
+    if not family.endswith("+translation"):
+        return None
     sys.path.insert(0, os.path.join(TESTS, "onnx_export"))
     from test_onnx_translations import _longcat_experts
 
-    piece = result.pieces["model.layers.0.mlp.experts"]
-    namespace, _, name = piece.operator.partition("::")
-    return {getattr(getattr(torch.ops, namespace), name).default: _longcat_experts}
+    import _translations
+
+    cls, translation, _ = TRANSLATED[family.removesuffix("+translation")]
+    fn = {"experts": _longcat_experts, "mixer": _translations.jamba_mamba_mixer, "attention": _translations.minimax_lightning_attention}[translation]
+    out = {}
+    for path in result.report.behind_operators:
+        piece = result.pieces[path]
+        if piece.module_class.__name__ == cls:
+            namespace, _, name = piece.operator.partition("::")
+            out[getattr(getattr(torch.ops, namespace), name).default] = fn
+    return out
 
 
 def case(family: str, mode: str, shape: str, folder: str) -> str:
@@ -269,6 +289,12 @@ def fresh_load(path: str, family: str, shape: str) -> str:
         try:
             loaded = load_piece_by_piece(path, implementations=[*classes, *instances.values()])
         except ArtifactError as exc:
+            several = re.search(r"needs \d+ classes: (.*); pass those classes", exc.reason)
+            if several:  # a class rebuilt from the archive, and its submodules' classes, named at once
+                for cls in re.findall(r"([\w.]+) \((?:its submodule \S+|the piece)\)", several.group(1)):
+                    classes.append(_class(cls))
+                    given.append(cls.rpartition(".")[2])
+                continue
             asked = _asked(exc.reason)
             if asked is None:
                 return f"refused/FAILED {_first_line(exc)}" + (f" (given {', '.join(given)})" if given else "")
@@ -323,8 +349,8 @@ def main() -> None:
     for family in args.families:
         for mode in ("automatic",) if args.automatic else ("automatic", "classes"):
             if family.endswith("+translation") and mode == "classes":
-                continue  # the translation is for the experts cut automatically
-            for shape in ("prefill", "step"):
+                continue  # the translation is for the pieces cut automatically
+            for shape in TRANSLATED[family.removesuffix("+translation")][2] if family.endswith("+translation") else ("prefill", "step"):
                 print(f"{family:25} {mode:9} {shape:7} {case(family, mode, shape, folder)}", flush=True)
     print(f"total {time.perf_counter() - start:.0f} s", flush=True)
 

@@ -468,12 +468,14 @@ class Job(RangeChecks):
                 own_seconds = (own_seconds or 0.0) + by_size.seconds
                 diff = by_size.worst if diff is None or by_size.worst is None else max(diff, by_size.worst)
             sized = by_size.describe() if by_size is not None else self.by_size_failed.get(path)
+            op = self.wrappers[path]._pbp_op
             return Piece(
-                path, module_class, PieceStatus.BEHIND_OPERATOR, self.wrappers[path]._pbp_op.qualname,
+                path, module_class, PieceStatus.BEHIND_OPERATOR, op.qualname,
                 program, failure, own_failure, _total(share, own_seconds), diff, n,
                 outputs=self.verdict.of(path), passed=self.verdict.passed(path),
                 not_checked="no call of it was recorded" if path in checks and not n else None,
                 by_size=sized if by_size is not None else (None if sized is None else f"no programs by size: {sized}"),
+                weights=op.weight_names or (),
             )  # fmt: skip
         status = PieceStatus.CHILDREN_BEHIND_OPERATORS if path in on_path else PieceStatus.IN_GRAPH
         return Piece(path, module_class, status)

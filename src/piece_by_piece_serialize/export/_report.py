@@ -79,6 +79,9 @@ class Piece:
     # for a piece without a program of its own for a guard on its sizes: its programs by size, or why it has none
     # (Note [programs by size] in ._by_size), which ONNX and the archive carry
     by_size: str | None = None
+    # the names of its parameters and buffers in the order its operator takes them: module by module, each one's
+    # parameters then its buffers, a tied tensor once (the ``weights`` of a translation, docs/onnx.md)
+    weights: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -99,6 +102,7 @@ class Piece:
             "checked_calls": self.checked_calls,
             "not_checked": self.not_checked,
             "by_size": self.by_size,
+            "weights": list(self.weights),
             "onnx_max_abs_diff": _finite(self.onnx_max_abs_diff),
             "passed": self.passed,
             "outputs": [o.to_dict() for o in self.outputs],
