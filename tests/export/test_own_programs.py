@@ -273,7 +273,8 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     assert piece.by_size == (
         "4 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8; 2x2x32 1x2; 2x7x32 1x7); none made at seq=12 (each "
         "program holds one size of hidden_states dim 1, as a loop over it unrolled in the trace does, and one past its "
-        "calls' largest (8) would cost more with each step): calls at those sizes are refused"
+        "calls' largest (8) would cost more with each step): calls at those sizes are refused (a translation of its operator "
+        "can hold the loop: docs/onnx.md, 'A loop in a translation')"
     )
     assert piece.passed is True and result.report.passed is True
     x = tiny.ids(11, 3, seed=3)
@@ -326,7 +327,8 @@ def test_identical_pieces_whose_code_specializes_a_dimension_share_programs_by_s
     assert sized[0] == sized[1] == (
         "3 programs by size (from calls at 2x3x4; 2x4x4; 2x2x4); none made at seq=6 (each program holds one size of x "
         "dim 1, as a loop over it unrolled in the trace does, and one past its calls' largest (4) would cost more "
-        "with each step): calls at those sizes are refused"
+        "with each step): calls at those sizes are refused (a translation of its operator can hold the loop: docs/onnx.md, "
+        "'A loop in a translation')"
     )
     assert result.report.passed is True
     report = result.report.to_markdown()  # the programs by size load without the class: it is asked for only outside them

@@ -83,7 +83,10 @@ class BySize:
         made = f"{len(self.programs)} program{'s' * (len(self.programs) != 1)} by size (from calls at {'; '.join(s for _, _, s in self.programs)})"
         if not self.skipped:
             return made
-        return f"{made}; none made at {', '.join(self.skipped)} ({self.why_skipped}): calls at those sizes are refused"
+        return (
+            f"{made}; none made at {', '.join(self.skipped)} ({self.why_skipped}): calls at those sizes are refused "
+            "(a translation of its operator can hold the loop: docs/onnx.md, 'A loop in a translation')"
+        )
 
     def one_size_each(self) -> dict[tuple[int, int], int]:
         """The varying dimensions (tensor input, dimension) each of two or more programs holds at one size, each
