@@ -58,7 +58,8 @@ class Piece:
     another of its recorded calls); ``seconds`` the time spent on it (its share of the failed attempt that cut
     it, plus its own export); ``max_abs_diff`` the largest absolute
     difference between its output through the operator (or its own program) and eager on its recorded inputs,
-    over ``checked_calls`` calls.
+    over ``checked_calls`` calls; ``weights`` the names of its parameters and buffers in the order its operator
+    takes them (what a translation of it receives, docs/onnx.md).
     """
 
     path: str
