@@ -44,13 +44,14 @@ def _max_diff(got: list[Any], want: list[Any]) -> float:
     return max((g.double() - w.double()).abs().max().item() for g, w in zip(got, want, strict=True))
 
 
-def _exported(model: Any, path: str, weights: tuple[str, ...], longest: int) -> tuple[Any, list[Any]]:
-    """The automatic export of the prefill from one example of 6 tokens (up to ``longest``), its looping piece at
-    ``path`` (programs by size, no program of its own, its weights named in the order a translation takes them),
-    and the operators of the pieces of its class."""
+def _exported(model: Any, path: str, weights: tuple[str, ...], longest: int, classes: Any = None) -> tuple[Any, list[Any]]:
+    """The export of the prefill from one example of 6 tokens (up to ``longest``), automatic or with ``classes``,
+    its looping piece at ``path`` (programs by size, no program of its own, its weights named in the order a
+    translation takes them), and the operators of the pieces of its class."""
     seq = torch.export.Dim("seq", min=2, max=longest)
     args, kwargs = _call(2, 6)
-    result = export_piece_by_piece(model, args, kwargs, dynamic_shapes={"input_ids": {0: BATCH, 1: seq}, "attention_mask": {0: BATCH, 1: seq}})
+    shapes = {"input_ids": {0: BATCH, 1: seq}, "attention_mask": {0: BATCH, 1: seq}}
+    result = export_piece_by_piece(model, args, kwargs, dynamic_shapes=shapes, classes=classes)
     assert result.report.passed is True and path in result.report.behind_operators
     piece = result.pieces[path]
     assert piece.program is None and (piece.by_size or "").split(" programs by size")[0].isdigit(), piece.by_size
@@ -71,7 +72,6 @@ def _onnx_at_every_length(result: Any, model: Any, operators: list[Any], transla
     program = result.module()
     for case in UNSEEN:
         assert _max_diff(eager_outputs(program, *_call(*case)), eager_outputs(model, *_call(*case))) <= 1e-5
-
     result.to_onnx(folder / "sized.onnx")
     args, kwargs = _call(4, 11)
     with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.Fail, match="has no program for these input sizes"):
@@ -100,6 +100,17 @@ def test_jamba_prefill_converts_at_every_length_with_its_mixers_translation(tmp_
     for case in UNSEEN:
         assert _max_diff(eager_outputs(loaded, *_call(*case)), eager_outputs(model, *_call(*case))) <= 1e-5
     loaded.close()
+
+
+@pytest.mark.slow
+def test_jamba_prefill_with_its_mixer_as_classes_converts_the_same_way(tmp_path: Path) -> None:
+    # classes= its decoder layers would put the loop inside a whole layer; the mixer alone takes the same translation
+    from transformers.models.jamba.modeling_jamba import JambaMambaMixer
+
+    model = tiny.jamba()
+    result, operators = _exported(model, "model.layers.0.mamba", ("A_log", "D"), 128, classes=JambaMambaMixer)
+    assert result.report.behind_operators == ["model.layers.0.mamba"]
+    _onnx_at_every_length(result, model, operators, jamba_mamba_mixer, tmp_path)
 
 
 @pytest.mark.slow
