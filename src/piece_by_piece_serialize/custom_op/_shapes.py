@@ -80,7 +80,9 @@ def _bounded(ins: list[list[int]], target: list[int], where: list[tuple[int, int
     cap = max(target)
     u = next(c for c, t in enumerate(target) if t < cap)  # there is one: a constant target is an earlier rule
     below = ins[u]
-    by_value = indexed[u] if u in indexed else indexed.setdefault(u, _positions(below))
+    by_value = indexed.get(u)
+    if by_value is None:
+        by_value = indexed[u] = _positions(below)
     capped = [
         (a, b)
         for a, va in enumerate(below)

@@ -30,7 +30,7 @@ Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`;
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -150,13 +150,12 @@ class RangeChecks:
                     if not accepted[name]:
                         del accepted[name]
                 break
-        # sizes the examples show each dimension at: one that differs there is not static, whatever eager makes of
-        # it alone (a sliding cache's keys move with its count below the window: Llama 4's decode step)
-        shown = [groups(e, self.specs, partition) for e in self.examples[1:]]
+        # a dimension the examples show at two sizes is not static, whatever eager makes of it alone (a sliding
+        # cache's keys move with its count below the window: Llama 4's decode step)
+        varied = self._moved(range(1, len(self.examples)), partition)
         for name, (old, spec) in groups_.items():
             hint = isinstance(spec, _DimHint)
-            varied = any(name in g and g[name][0] != old for g in shown)
-            if name in refused and name not in accepted and not varied and not (hint and spec.type != _DimHintType.DYNAMIC):
+            if name in refused and name not in accepted and name not in varied and not (hint and spec.type != _DimHintType.DYNAMIC):
                 sizes = ", ".join(str(size) for size, _ in refused[name])
                 fixes = f"torch's suggested fix: {'; '.join(self.suggested)}" if self.suggested else f"declare it static ({label(name)} = {old})"
                 raise PieceByPieceExportError(
@@ -178,13 +177,18 @@ class RangeChecks:
 
         if self.guarded_hints:
             return
-
         first = groups(self.examples[0], self.specs, partition)
-        for i in self.guarded_examples:
+        self.guarded_hints.update(name for name in self._moved(self.guarded_examples, partition) if isinstance(first[name][1], _DimHint))
+
+    def _moved(self, indices: Iterable[int], partition: dict[str, str] | None) -> set[str]:
+        """The independent dynamic dimensions (:func:`groups`) whose size in one of the examples at ``indices``
+        differs from the first example's."""
+        first = groups(self.examples[0], self.specs, partition)
+        moved: set[str] = set()
+        for i in indices:
             other = groups(self.examples[i], self.specs, partition)
-            self.guarded_hints.update(
-                name for name, (size, spec) in first.items() if isinstance(spec, _DimHint) and name in other and other[name][0] != size
-            )
+            moved.update(name for name, (size, _) in first.items() if name in other and other[name][0] != size)
+        return moved
 
     def _affordable(self, points: list[dict[str, int]], partition: dict[str, str] | None, label: Any) -> tuple[list[dict[str, int]], list[str]]:
         """``points`` with each one whose inputs would take more than :attr:`check_bytes` moved to the largest
