@@ -123,6 +123,39 @@ def test_a_rebuilt_class_names_every_submodule_class_it_lacks_at_once(tmp_path: 
         x = sign * (torch.rand(4, 4) + 4)
         assert torch.equal(loaded(x), model(x))
     loaded.close()
+    _hostile_class_names_are_named_not_imported(tmp_path / "deep.pt2", tmp_path)
+
+
+def _hostile_class_names_are_named_not_imported(path: Path, tmp_path: Path) -> None:
+    """The submodules' class names are the file's. One that is no qualified name (quotes, a newline) is refused by
+    the manifest's reader; names of code (a module that would leave a marker if imported, ``os.system``) are only
+    compared with the classes given and listed in the refusal. Each refusal names the file; nothing is imported and
+    no operator stays registered."""
+    (tmp_path / "pbp_marker_module.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\nclass Evil: pass\n")
+    sys.path.insert(0, str(tmp_path))
+    cases = {
+        "not_a_name": ({"scale": "pbp_marker_module.Evil", "again": "a'b\nc.D"}, r"manifest operators\[0\]\.state\.children\[3\]\[1\]\.class: .* is not a qualified class name"),
+        "code": ({"scale": "pbp_marker_module.Evil", "shift": "os.system"}, r"needs 2 classes: pbp_marker_module\.Evil \(its submodule scale\), os\.system \(its submodule shift\); pass those classes"),
+    }
+    try:
+        for case, (names, message) in cases.items():
+            with zipfile.ZipFile(path) as old, zipfile.ZipFile(tmp_path / f"{case}.pt2", "w") as new:
+                for info in old.infolist():
+                    data = old.read(info)
+                    if info.filename.endswith("pbp_manifest.json"):
+                        manifest = json.loads(data)
+                        for child, state in manifest["operators"][0]["state"]["children"]:
+                            state["class"] = names.get(child, state["class"])
+                        data = json.dumps(manifest).encode()
+                    new.writestr(info, data)
+            before = set(torch._C._dispatch_get_all_op_names())
+            with pytest.raises(ArtifactError, match=message) as refused:
+                load_piece_by_piece(tmp_path / f"{case}.pt2", implementations=[toy.Branchy, _Scale, _Shift])
+            assert refused.value.path == str(tmp_path / f"{case}.pt2")
+            assert not (tmp_path / "ran").exists() and "pbp_marker_module" not in sys.modules
+            assert not set(torch._C._dispatch_get_all_op_names()) - before
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 _JAMBA = r"""
