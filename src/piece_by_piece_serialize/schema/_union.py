@@ -58,8 +58,10 @@ def _optional(elem: Type, pos: int) -> Type:
         # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
         elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias, elem.absorbed)
     if isinstance(elem, UnionType) and elem.members == (_SCALAR,):
-        # torch: the optional of a Union of exactly int, float and complex is Scalar? (OptionalType's constructor)
-        return OptionalType(_SCALAR, elem.absorbed)
+        # torch: the optional of a Union of exactly int, float and complex is Scalar? (OptionalType's constructor),
+        # and the Union's annotation stays on the Scalar (Union(int, Scalar)(a!)? is Scalar(a!)?)
+        scalar = _SCALAR if elem.alias is None else BaseType("Scalar", elem.alias)
+        return OptionalType(scalar, elem.absorbed)
     if isinstance(elem, BaseType) and elem.name == "NoneType":
         # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
         raise Refused("'NoneType?' is not a type (None is already optional)", pos)
