@@ -71,6 +71,9 @@ def _call(r: ByteReader, m: Any) -> Any:
     rules = None
     if r.below(1 + 1) and n_out:
         pool = (("dim", ((0, 0), (1, 2))), ("const", (4,)), ("sum", (((0, 1), (1, 1)),)), ("plus", (((0, 0), -2),)), ("min", (((0, 1), (1, 1), 15), ((0, 0), None, 4))), ("none", ()))
+        # the inputs a rule names are the call's: tensors 0 and 1 only when it has them (the reader refuses others)
+        n_in = n_flat - len(constants)
+        pool = tuple(rule for rule, highest in zip(pool, (1, -1, 1, 0, 1, -1), strict=True) if highest < n_in)
         rules = tuple(tuple(pool[r.below(len(pool) - 1 + 1)] for _ in range(r.below(3 + 1))) for _ in range(n_out))
     return m.CallRecord(
         m.call_key(kinds, keywords, constants), kinds, n_pos, keywords, constants, n_flat, caches,

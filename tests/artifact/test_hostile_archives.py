@@ -282,6 +282,15 @@ def _capped(*candidate: Any) -> Callable[[Any], None]:
 _DIM = {"tuple": [0, 1]}
 
 
+def _rule(kind: str, *candidates: Any) -> Callable[[Any], None]:
+    """A learned shape rule of ``kind`` for the first output's first dimension, its candidates ``candidates``."""
+
+    def change(manifest: Any) -> None:
+        manifest["operators"][0]["calls"][0]["rules"][0][0] = [kind, {"tuple": list(candidates)}]
+
+    return change
+
+
 def _unknown_field(program: Any) -> None:
     program["graph_module"]["graph"]["nodes"][0]["exec"] = "print(1)"
 
@@ -301,9 +310,17 @@ def _unknown_field(program: Any) -> None:
             (_DIM, 15),  # no cap
             (None, None, 15),
         )],
+        # an input tensor the call does not have (the llama's layer takes 5), by every kind of rule that names one
+        *[(MANIFEST, _rule(kind, c), r"\.rules\[0\]\[0\]\[1\]: names input tensor 9, where its call has 5 \(numbered from 0\)") for kind, c in (
+            ("dim", {"tuple": [9, 0]}),
+            ("sum", {"tuple": [_DIM, {"tuple": [9, 0]}]}),
+            ("plus", {"tuple": [{"tuple": [9, 0]}, 1]}),
+            ("min", {"tuple": [_DIM, {"tuple": [9, 0]}, 15]}),
+        )],
     ],
     ids=["operator argument", "size", "unknown field", "cap a string", "cap negative", "cap a boolean", "cap too large",
-         "second dimension negative", "two items", "no first dimension"],
+         "second dimension negative", "two items", "no first dimension",
+         "dim of a tensor beyond", "sum of a tensor beyond", "plus on a tensor beyond", "min of a tensor beyond"],
 )
 def test_malformed_fields_are_artifact_errors_not_raw_exceptions(llama: Path, tmp_path: Path, member: str, change: Callable[[Any], None], message: str) -> None:
     path = _rewrite(llama, tmp_path / "malformed.pt2", {member: _json(change)})

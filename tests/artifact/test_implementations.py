@@ -10,6 +10,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,19 @@ for given in ([toy.Branchy], {"top.mid.leaf": model.top.mid.leaf}):
 """
 
 
+def _with_manifest(path: Path, dst: Path, change: Any) -> Path:
+    """A copy of the archive ``path`` at ``dst``, its manifest's JSON changed in place by ``change``."""
+    with zipfile.ZipFile(path) as old, zipfile.ZipFile(dst, "w") as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if info.filename.endswith("pbp_manifest.json"):
+                manifest = json.loads(data)
+                change(manifest)
+                data = json.dumps(manifest).encode()
+            new.writestr(info, data)
+    return dst
+
+
 def test_a_piece_without_program_loads_with_its_class_or_an_instance_in_a_fresh_process(saved: Path) -> None:
     out = subprocess.run([sys.executable, "-c", _FRESH, str(TESTS), str(saved)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -61,6 +75,27 @@ def test_a_piece_without_program_loads_with_its_class_or_an_instance_in_a_fresh_
         "failed): pass its class or an instance of it in implementations= to load it"
     )
     assert lines[1:] == ["list True", "list True", "dict True", "dict True"]
+
+
+def test_a_shape_rule_naming_a_dimension_the_call_lacks_is_refused_by_name_when_traced(saved: Path, tmp_path: Path) -> None:
+    """The shape rules of a piece run by its class compute its outputs' shapes when the loaded model is traced
+    again. The manifest's reader checks each rule's input tensor; a dimension beyond the tensor's rank is known
+    only from a call's tensors: the fake kernel refuses it by name (it raised a bare IndexError)."""
+    from piece_by_piece_serialize.custom_op import CustomOpError
+
+    def past_the_rank(manifest: Any) -> None:
+        manifest["operators"][0]["calls"][0]["rules"][0][0] = ["dim", {"tuple": [{"tuple": [0, 5]}]}]
+
+    loaded = load_piece_by_piece(_with_manifest(saved, tmp_path / "rank.pt2", past_the_rank), implementations=[toy.Branchy])
+    try:
+        x = torch.randn(5, 4) + 3
+        with torch.no_grad():
+            assert loaded(x).shape == (5, 2)  # an eager call runs the class, not the rules
+        message = r"top__mid__leaf: output tensor 0 dim 0: its rule names a dimension this call's input tensors lack \(input tensor 0 dim 5; their ranks: 2\)"
+        with pytest.raises(CustomOpError, match=message):
+            torch.export.export(loaded, (x,), dynamic_shapes=(({0: BATCH},),))
+    finally:
+        loaded.close()
 
 
 def test_the_class_must_be_rebuildable_and_the_instance_must_hold_the_stored_weights(saved: Path) -> None:
@@ -139,15 +174,11 @@ def _hostile_class_names_are_named_not_imported(path: Path, tmp_path: Path) -> N
     }
     try:
         for case, (names, message) in cases.items():
-            with zipfile.ZipFile(path) as old, zipfile.ZipFile(tmp_path / f"{case}.pt2", "w") as new:
-                for info in old.infolist():
-                    data = old.read(info)
-                    if info.filename.endswith("pbp_manifest.json"):
-                        manifest = json.loads(data)
-                        for child, state in manifest["operators"][0]["state"]["children"]:
-                            state["class"] = names.get(child, state["class"])
-                        data = json.dumps(manifest).encode()
-                    new.writestr(info, data)
+            def rename(manifest: Any, names: dict[str, str] = names) -> None:
+                for child, state in manifest["operators"][0]["state"]["children"]:
+                    state["class"] = names.get(child, state["class"])
+
+            _with_manifest(path, tmp_path / f"{case}.pt2", rename)
             before = set(torch._C._dispatch_get_all_op_names())
             with pytest.raises(ArtifactError, match=message) as refused:
                 load_piece_by_piece(tmp_path / f"{case}.pt2", implementations=[toy.Branchy, _Scale, _Shift])
@@ -206,16 +237,12 @@ def _hostile_configs_are_refused(path: Path, tmp_path: Path) -> None:
         "kernel": (lambda c: c[2]["dict"].append(["attn_implementation", "someone/kernel"]), "names the attention implementation 'someone/kernel'"),
     }
     for name, (change, message) in cases.items():
-        with zipfile.ZipFile(path) as old, zipfile.ZipFile(tmp_path / f"{name}.pt2", "w") as new:
-            for info in old.infolist():
-                data = old.read(info)
-                if info.filename.endswith("pbp_manifest.json"):
-                    manifest = json.loads(data)
-                    (config,) = manifest["operators"][0]["state"]["configs"]
-                    config[2]["dict"] = [kv for kv in config[2]["dict"] if kv[0] != "attn_implementation"]
-                    change(config)
-                    data = json.dumps(manifest).encode()
-                new.writestr(info, data)
+        def edit(manifest: Any, change: Any = change) -> None:
+            (config,) = manifest["operators"][0]["state"]["configs"]
+            config[2]["dict"] = [kv for kv in config[2]["dict"] if kv[0] != "attn_implementation"]
+            change(config)
+
+        _with_manifest(path, tmp_path / f"{name}.pt2", edit)
         before = {n for n in torch._C._dispatch_get_all_op_names() if n.startswith("pbp_")}
         with pytest.raises(ArtifactError, match=message) as refused:
             load_piece_by_piece(tmp_path / f"{name}.pt2", implementations=[JambaMambaMixer, JambaRMSNorm, SiLUActivation])

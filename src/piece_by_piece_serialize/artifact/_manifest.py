@@ -297,7 +297,8 @@ def _read_call(r: _Reader, data: Any, path: str) -> CallRecord:
     dtypes, devices = r.strings(d["out_dtypes"], f"{path}.out_dtypes"), r.strings(d["out_devices"], f"{path}.out_devices")
     if len(dtypes) != n_out or len(devices) != n_out:
         raise r.fail(path, f"{len(dtypes)} dtypes and {len(devices)} devices for {n_out} output tensors")
-    rules = None if d["rules"] is None else _read_rules(r, d["rules"], f"{path}.rules", n_out)
+    n_in = n_flat - len(constants)
+    rules = None if d["rules"] is None else _read_rules(r, d["rules"], f"{path}.rules", n_out, n_in)
     slices = _read_slices(r, d["slices"], f"{path}.slices", kinds, caches) if "slices" in d else ()
     record = CallRecord(
         r.string(d["key"], f"{path}.key"), kinds, n_positional, keywords, constants, n_flat, caches, out_kinds,
@@ -394,7 +395,7 @@ def _read_constants(r: _Reader, data: Any, path: str, n_flat: int) -> tuple[tupl
     return tuple(out)
 
 
-def _read_rules(r: _Reader, data: Any, path: str, n_out: int) -> tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...]:
+def _read_rules(r: _Reader, data: Any, path: str, n_out: int, n_in: int) -> tuple[tuple[tuple[str, tuple[Any, ...]], ...], ...]:
     outs = r.seq(data, path)
     if len(outs) != n_out:
         raise r.fail(path, f"{len(outs)} rules for {n_out} output tensors")
@@ -408,6 +409,10 @@ def _read_rules(r: _Reader, data: Any, path: str, n_out: int) -> tuple[tuple[tup
             cands = r.value(rule[1], f"{where}[1]")
             if not isinstance(cands, tuple) or not _rule_ok(rule[0], cands):
                 raise r.fail(f"{where}[1]", f"not the candidates of a {rule[0]!r} rule")
+            # a dimension's rank is known only from a call's tensors (the fake kernel checks it); its tensor now
+            beyond = next((i for i, _ in _dims_of(rule[0], cands) if i >= n_in), None)
+            if beyond is not None:
+                raise r.fail(f"{where}[1]", f"names input tensor {beyond}, where its call has {n_in} (numbered from 0)")
             per_dim.append((rule[0], cands))
         rules.append(tuple(per_dim))
     return tuple(rules)
@@ -415,6 +420,14 @@ def _read_rules(r: _Reader, data: Any, path: str, n_out: int) -> tuple[tuple[tup
 
 def _dim(x: Any) -> bool:
     return isinstance(x, tuple) and len(x) == 2 and all(type(v) is int and 0 <= v < 2**20 for v in x)
+
+
+def _dims_of(kind: str, cands: tuple[Any, ...]) -> list[tuple[int, int]]:
+    """The input dimensions a rule's (checked) candidates name."""
+    if kind == "dim":
+        return list(cands)
+    # sum: (dim, dim); plus: (dim, constant); min: (dim, dim or None, cap)
+    return [] if kind == "const" else [x for c in cands for x in c[:2] if isinstance(x, tuple)]
 
 
 def _rule_ok(kind: str, cands: tuple[Any, ...]) -> bool:

@@ -142,7 +142,14 @@ def evaluate(op: str, k: int, rules: Sequence[Rule], sizes: Sequence[Any]) -> li
                 f"{op}: output tensor {k} dim {d} is not an input dimension, a constant, a sum of them or one of those "
                 "capped at a constant in the recorded calls; pass fake= to as_custom_op"
             )
-        values = [_value(kind, c, sizes) for c in cands]
+        try:
+            values = [_value(kind, c, sizes) for c in cands]
+        except IndexError:  # a rule read from a file that does not fit this call (the archive's reader checks the rest)
+            ranks = ", ".join(str(len(s)) for s in sizes)
+            raise CustomOpError(
+                f"{op}: output tensor {k} dim {d}: its rule names a dimension this call's input tensors lack "
+                f"({', '.join(_spell(kind, c) for c in cands)}; their ranks: {ranks})"
+            ) from None
         first = _expression(values[0])
         for c, v in zip(cands[1:], values[1:], strict=False):
             # the same expression (one declared Dim: the batch of every input) is equal without asking sympy, which
