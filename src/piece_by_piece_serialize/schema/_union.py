@@ -121,16 +121,20 @@ def _torch_members(t: UnionType) -> Iterator[Type]:
 
 
 # torch's type equality does not look at the names of type variables (VarType compares by kind): List(a) equals
-# List(b), Dict(str, a) equals Dict(str, b). Lists, dicts and RRefs unify only when equal, so they are compared
-# with their type variables erased to one.
+# List(b), Dict(str, a) equals Dict(str, b); nor does it tell Union(Scalar) from Scalar (NumberType is the Union of
+# int, float and complex, and a Union compares its members): Scalar[] equals Union(Scalar)[]. Lists, dicts and RRefs
+# unify only when equal, so they are compared with their type variables erased to one and Union(Scalar) as Scalar.
 _ERASED = TypeVar("t")
 _INVARIANT = (ListType, DictType, RRefType)
 
 
 def _erase(t: Type) -> Type:
-    """``t`` with every type variable replaced by one and the same."""
+    """``t`` as torch's type equality sees it: every type variable replaced by one and the same, and
+    ``Union(Scalar)`` by ``Scalar``."""
     if t.__class__ is TypeVar:
         return _ERASED
+    if t.__class__ is UnionType and t.members == (_SCALAR,):
+        return _SCALAR
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(t):
         value = getattr(t, f.name)
