@@ -409,7 +409,8 @@ def _read_rules(r: _Reader, data: Any, path: str, n_out: int, n_in: int) -> tupl
             cands = r.value(rule[1], f"{where}[1]")
             if not isinstance(cands, tuple) or not _rule_ok(rule[0], cands):
                 raise r.fail(f"{where}[1]", f"not the candidates of a {rule[0]!r} rule")
-            # a dimension's rank is known only from a call's tensors (the fake kernel checks it); its tensor now
+            # the tensor a rule names is checked here; its dimension's rank is known only from a call's tensors,
+            # which the fake kernel checks
             beyond = next((i for i, _ in _dims_of(rule[0], cands) if i >= n_in), None)
             if beyond is not None:
                 raise r.fail(f"{where}[1]", f"names input tensor {beyond}, where its call has {n_in} (numbered from 0)")
