@@ -103,6 +103,15 @@ def _kind_name(t: Type) -> str:
 # The members held as int, float and complex are shown as one Scalar member (torch prints them as "Scalar" too).
 # Cost: torch's step 2 compares pairs, quadratic in the members. Ours finds the same partner for each member
 # through an index (Note [Indexed member merging]), so a Union costs time linear in its size.
+#
+# Note [Unstable unions]
+# ~~~~~~~~~~~~~~~~~~~~~~
+# Step 2 is one pass, so a member can survive it next to one that would absorb it, made only later in the pass:
+# in Union((int, Any), (Any, (Tensor, Tensor)), (str, (int, str))), (str, (int, str)) is compared with the two
+# tuples before it first, and only then do they merge into (Any, Any). torch accepts the Union, but its printed
+# text, Union((Any, Any), (str, (int, str))), is one type when read again (an internal assert; with more members,
+# another Union). Canonical text must read back as the same type, so such a Union is refused: after
+# normalisation, the members are run through steps 1 and 2 once more, and one that merges is named.
 _NONE = BaseType("NoneType")
 _SCALAR = BaseType("Scalar")
 _NUMBERS = (BaseType("int"), BaseType("float"), BaseType("complex"))
@@ -473,4 +482,18 @@ def _union(members: list[Type], pos: int) -> Type:
     if has_none:
         flat.append(_NONE)
     flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
+    _check_stable(flat, pos)
     return UnionType(tuple(flat), None, absorbed)
+
+
+def _check_stable(members: list[Type], pos: int) -> None:
+    """Refuse a normalised Union that normalises again to another type (Note [Unstable unions])."""
+    seen = list(_flatten(members))
+    kept = _filter_duplicates(list(seen), pos)
+    if len(kept) != len(seen):
+        gone = next(t for t in seen if t not in kept)
+        raise Refused(
+            f"this Union normalises to Union({', '.join(map(str, members))}), where '{gone}' still unifies with another "
+            f"member: read again, that text is another type (torch reads it back so, or fails); leave '{gone}' out",
+            pos,
+        )
