@@ -16,13 +16,19 @@ So :func:`optimize` runs the same passes in the same order with the same options
 those whose pattern has more than one output node (``SlicesSplit`` in onnxscript 0.7). What is lost is that
 rewrite: such a pair of ``Slice`` nodes stays two nodes, computing the same values. ``should_fold`` is
 ``optimize_ir``'s (Note [external weights] in :mod:`.` uses it to keep weights as the model holds them).
+The constant folder's warnings about nodes it leaves as they are (``Skipping constant folding for op SequenceEmpty
+with multiple outputs``, twice per ``Loop`` a translation writes) say nothing a user can act on, and with no logging
+configured Python prints them on stderr: then, and only then (no handler on the root logger, no level set on the
+folder's), they go nowhere while it runs.
 
 Imports: onnxscript and onnx_ir (the onnx extra), on use; nothing of the library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -74,4 +80,19 @@ def optimize(model: Any, should_fold: Callable[[Any], bool | None] = _default_fo
         common.OutputFixPass(),
         common.NameFixPass(),
     )
-    passes(model)
+    with _quiet(_constant_folding.logger):
+        passes(model)
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """``logger`` passes on errors only, for the time of the block, unless logging is configured."""
+    level = logger.level
+    if level != logging.NOTSET or logging.getLogger().handlers:
+        yield
+        return
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
