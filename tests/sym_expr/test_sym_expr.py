@@ -21,6 +21,7 @@ from piece_by_piece_serialize.sym_expr import (
     FUNCTIONS,
     MAX_DEPTH,
     MAX_EXPRESSION_LENGTH,
+    MAX_SYMBOL_DEGREE,
     Call,
     Constant,
     Float,
@@ -108,6 +109,26 @@ def test_nodes_made_by_a_caller_are_checked_too() -> None:
         deep = Call("Identity", (deep,))
     with pytest.raises(ValueError, match="nested at most MAX_DEPTH=64 deep"):
         Call("Identity", (deep,))
+
+
+def test_a_power_of_a_symbol_is_bounded_before_sympy_expands_it() -> None:
+    """sympy multiplies nested integer powers of a symbol, and raised to a float it expands the power as a polynomial
+    to split it into real and imaginary parts, in time faster than cubic in the degree: the fuzzer's expression
+    (degree 210,878,501,280) never ended. A power past MAX_SYMBOL_DEGREE is refused where it is written; the largest
+    allowed builds at once."""
+    found = (
+        "Pow(Pow(Pow(Pow(Symbol('u1'), Integer(499872)), Integer(-421865)), LShift(Float('2.0', precision=24), "
+        "Symbol('u1', integer=True))), FloatTrueDiv(Integer(499980), Float('123456.789', precision=53)))"
+    )
+    with pytest.raises(SymExprError, match=r"Pow may form a power of a symbol beyond MAX_SYMBOL_DEGREE=64") as refused:
+        parse_sym_expr(found)
+    assert refused.value.pos == found.index("Pow(Symbol")  # the first power past the bound: u1**499872
+    with pytest.raises(SymExprError, match="beyond MAX_SYMBOL_DEGREE"):
+        parse_sym_expr(f"Pow(Mul(Symbol('s0'), Symbol('s1')), Integer({MAX_SYMBOL_DEGREE // 2 + 1}))")  # a product's degree is the sum
+    largest = f"Pow(Pow(Symbol('u1'), Integer({MAX_SYMBOL_DEGREE})), Float('0.5', precision=53))"
+    start = time.perf_counter()
+    assert str(read_sym_expr(largest)) == f"(u1**{MAX_SYMBOL_DEGREE})**0.5"
+    assert time.perf_counter() - start < 10  # about 0.1 s; the bound is what keeps it there
 
 
 def test_the_largest_number_allowed_is_built() -> None:

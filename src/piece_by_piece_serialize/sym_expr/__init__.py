@@ -30,6 +30,7 @@ from ._ast import (
     MAX_EXPRESSION_LENGTH,
     MAX_INTEGER_DIGITS,
     MAX_NUMBER_BITS,
+    MAX_SYMBOL_DEGREE,
     Call,
     Constant,
     Float,
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "MAX_INTEGER_DIGITS",
     "MAX_NUMBER_BITS",
+    "MAX_SYMBOL_DEGREE",
     "Call",
     "Constant",
     "Float",
@@ -66,8 +68,8 @@ def parse_sym_expr(text: str) -> SymExpr:
 
     Raises :class:`SymExprError` (with position and caret) for text outside the language: an unknown function
     or assumption, a wrong number of arguments, an integer of more than :data:`MAX_INTEGER_DIGITS` digits,
-    calls nested more than :data:`MAX_DEPTH` deep, a number of more than :data:`MAX_NUMBER_BITS` bits computed
-    while building, a text longer than :data:`MAX_EXPRESSION_LENGTH`; ``TypeError`` when ``text`` is not a str.
+    calls nested more than :data:`MAX_DEPTH` deep, a number of more than :data:`MAX_NUMBER_BITS` bits or a power of
+    a symbol beyond :data:`MAX_SYMBOL_DEGREE` formed while building, a text longer than :data:`MAX_EXPRESSION_LENGTH`; ``TypeError`` when ``text`` is not a str.
     """
     if not isinstance(text, str):
         raise TypeError(f"a symbolic expression must be a str, got {type(text).__name__}")

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_EXPRESSION_LENGTH",
     "MAX_INTEGER_DIGITS",
     "MAX_NUMBER_BITS",
+    "MAX_SYMBOL_DEGREE",
     "Call",
     "Constant",
     "Float",
@@ -47,6 +48,8 @@ MAX_INTEGER_DIGITS = 20
 MAX_DEPTH = 64
 #: Largest number (in bits) any part of an expression may evaluate to (Note [bounded evaluation]).
 MAX_NUMBER_BITS = 4096
+#: Highest power of a symbol any part of an expression may form (Note [bounded evaluation]).
+MAX_SYMBOL_DEGREE = 64
 
 # The functions an expression may call, with the numbers of arguments each takes (None: any number from the
 # least). The names are those torch's deserializer reads in its sympify namespace: sympy's classes that srepr
@@ -117,8 +120,16 @@ _RELATIONS = frozenset({"Equality", "Unequality", "StrictLessThan", "LessThan", 
 # nothing from it) and so does a constant; Mul adds its arguments' bounds (a coefficient is their product, and a
 # numeric power of a product distributes over its coefficient), Add and the other functions take the largest
 # plus a carry; a power multiplies its base's bound by the largest magnitude its exponent can have (the literal's
-# own, or 2**bits of an expression); a left shift adds that magnitude. So building the sympy object of an accepted
-# expression costs at most its length times arithmetic on MAX_NUMBER_BITS-bit numbers.
+# own, or 2**bits of an expression); a left shift adds that magnitude. Powers of symbols cost too: sympy multiplies
+# nested integer powers (Pow(Pow(u, 499872), -421865) is u**-210878501280 at once), and a power of a symbol it does
+# not know to be real, raised to a float or a symbolic power, is split into real and imaginary parts by expanding
+# it as a polynomial, in time growing faster than the cube of its degree (0.27 s at degree 128, 10 s at 512, never
+# ending at 210878501280: the fuzzer's finding of 7 December 2026). So every node also carries `degree`, an upper
+# bound of the power of a symbol it forms: a symbol has 1, a literal 0; Mul adds its arguments', a power
+# multiplies its base's by its exponent's magnitude (as for bits), and the other functions take the largest; a
+# node whose degree passes MAX_SYMBOL_DEGREE is refused (torch writes squares, and products of a few sizes). So
+# building the sympy object of an accepted expression costs at most its length times arithmetic on
+# MAX_NUMBER_BITS-bit numbers and polynomials of degree MAX_SYMBOL_DEGREE.
 
 
 def _magnitude(exponent: SymExpr) -> int:
@@ -143,6 +154,17 @@ def _call_bits(function: str, args: tuple[SymExpr, ...]) -> int:
     return max(a.bits for a in args) + len(args).bit_length()
 
 
+def _call_degree(function: str, args: tuple[SymExpr, ...]) -> int:
+    if function == "Mul":
+        return sum(a.degree for a in args)
+    if function in _POWERS:
+        base, exponent = args[0].degree, args[1]
+        # a float exponent multiplies a power by its value (sympy may merge (u**8)**2.0 into u**16.0); else as for bits
+        factor = math.ceil(abs(float(exponent.text))) if isinstance(exponent, Float) else _magnitude(exponent)
+        return max(base * min(factor, MAX_SYMBOL_DEGREE + 1), exponent.degree)
+    return max(a.degree for a in args)
+
+
 class SymExpr:
     """A symbolic expression (the base class of the nodes); ``str`` is its canonical text."""
 
@@ -156,6 +178,11 @@ class SymExpr:
     @property
     def depth(self) -> int:
         """How many calls deep the expression is (a literal is 0)."""
+        return 0
+
+    @property
+    def degree(self) -> int:
+        """An upper bound of the power of a symbol this expression forms (Note [bounded evaluation])."""
         return 0
 
 
@@ -250,6 +277,10 @@ class Symbol(SymExpr):
                 raise ValueError(f"the assumption {key!r} is True or False")
             seen.add(key)
 
+    @property
+    def degree(self) -> int:
+        return 1
+
     def __str__(self) -> str:
         return "Symbol(" + ", ".join([repr(self.name), *(f"{k}={v}" for k, v in self.assumptions)]) + ")"
 
@@ -276,6 +307,7 @@ class Call(SymExpr):
     args: tuple[SymExpr, ...]
     _bits: int = field(init=False, repr=False, compare=False, default=0)
     _depth: int = field(init=False, repr=False, compare=False, default=0)
+    _degree: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         arity = FUNCTIONS.get(self.function)
@@ -297,8 +329,15 @@ class Call(SymExpr):
                 f"{self.function} may compute a number of more than MAX_NUMBER_BITS={MAX_NUMBER_BITS} bits; "
                 "torch never writes one"
             )
+        degree = _call_degree(self.function, self.args)
+        if degree > MAX_SYMBOL_DEGREE:
+            raise ValueError(
+                f"{self.function} may form a power of a symbol beyond MAX_SYMBOL_DEGREE={MAX_SYMBOL_DEGREE}; "
+                "torch never writes one"
+            )
         object.__setattr__(self, "_bits", bits)
         object.__setattr__(self, "_depth", depth)
+        object.__setattr__(self, "_degree", degree)
 
     @property
     def bits(self) -> int:
@@ -307,6 +346,10 @@ class Call(SymExpr):
     @property
     def depth(self) -> int:
         return self._depth
+
+    @property
+    def degree(self) -> int:
+        return self._degree
 
     def __str__(self) -> str:
         # nesting is bounded by MAX_DEPTH, so the recursion is too
