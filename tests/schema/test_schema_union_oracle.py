@@ -178,3 +178,11 @@ def test_a_union_that_normalises_again_to_another_type_is_refused_naming_the_mem
     with pytest.raises(SchemaError, match=rf"where '{re.escape(gone)}' still unifies with another member: .* leave '{re.escape(gone)}' out") as refused:
         parse_schema(text)
     assert refused.value.pos == text.index("Union")
+    for kept in (f"{union}[] x", f"({union}, int) x", f"Dict(str, {union}) x", f"Future({union}) x"):  # kept as written
+        with pytest.raises(SchemaError, match="still unifies with another member"):
+            parse_schema(f"f({kept}) -> ()")
+    # torch normalises the optional of a Union and a Union inside a Union again: there the member merges, as in torch
+    for merged in (f"{union}? x", f"Union({union}, Stream) x"):
+        text = f"f({merged}) -> ()"
+        assert str(parse_schema(text)) == str(torch._C.parse_schema(text))
+        assert parse_schema(str(parse_schema(text))) == parse_schema(text)

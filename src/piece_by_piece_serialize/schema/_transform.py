@@ -47,7 +47,7 @@ from ._types import (
     TypeVar,
     UnionType,
 )
-from ._union import _check_depth, _member, _optional, _union
+from ._union import _check_depth, _check_stable, _member, _optional, _union
 from ._values import DefaultValue
 
 __all__ = ["parse", "ParseResult"]
@@ -60,6 +60,12 @@ _PLAIN_BASE = {name: BaseType(name) for name in set(_BASE_TYPES.values()) | {"Te
 # The transformer. Callbacks are named after the grammar's rules and aliases and run inside the LALR parser.
 # Types travel as (type, start, end) triples and alias annotations as (AliasInfo, end) pairs, so that
 # arguments and returns get their source spans without lark's position propagation.
+
+
+def _kept(spanned: _Spanned) -> Type:
+    """The type of a spanned member kept as written (Note [Unstable unions] in ``_union``)."""
+    _check_stable(spanned[0], spanned[1])
+    return spanned[0]
 
 
 def _alias_end(c: Sequence[Any], index: int, default_end: int) -> tuple[AliasInfo | None, int]:
@@ -159,6 +165,7 @@ class _ToAst:
 
     def argument(self, c: _Kids) -> _Arg:
         (type_, start, end), name_tok = c[0], c[1]
+        _check_stable(type_, start)
         default = None
         end = name_tok.end_pos
         if len(c) > 2:
@@ -173,6 +180,7 @@ class _ToAst:
 
     def sized_arg_type(self, c: _Kids) -> _Spanned:
         (elem, start, _), number, rsqb = c[0], c[2], c[3]
+        _check_stable(elem, start)
         alias, end = _alias_end(c, 4, rsqb.end_pos)
         optional = isinstance(c[-1], Token) and c[-1].type == "QMARK"
         if optional:
@@ -220,6 +228,7 @@ class _ToAst:
 
     def return_(self, c: _Kids) -> Return:
         type_, start, end = c[0]
+        _check_stable(type_, start)
         if len(c) > 1:
             return Return(type_, c[1].value, (start, c[1].end_pos))
         return Return(type_, None, (start, end))
@@ -228,6 +237,7 @@ class _ToAst:
     # (make accel) and drops method aliases assigned in a class body; a call to return_ would cost a frame a schema.
     def bare_return(self, c: _Kids) -> Return:
         type_, start, end = c[0]
+        _check_stable(type_, start)
         if len(c) > 1:
             return Return(type_, c[1].value, (start, c[1].end_pos))
         return Return(type_, None, (start, end))
@@ -247,6 +257,7 @@ class _ToAst:
 
     def list_type(self, c: _Kids) -> _Spanned:
         elem, start, _ = c[0]
+        _check_stable(elem, start)
         alias, end = _alias_end(c, 3, c[2].end_pos)
         _check_depth(elem._depth + 1, start)
         return ListType(elem, None, alias), start, end
@@ -257,7 +268,7 @@ class _ToAst:
 
     def tuple_type(self, c: _Kids) -> _Spanned:
         start = c[0].start_pos
-        elems = tuple(_member(x[0]) for x in c if isinstance(x, tuple))
+        elems = tuple(_member(_kept(x)) for x in c if isinstance(x, tuple))
         _check_depth(1 + max((e._depth for e in elems), default=0), start)
         return TupleType(elems), start, c[-1].end_pos
 
@@ -269,7 +280,7 @@ class _ToAst:
 
     def dict_type(self, c: _Kids) -> _Spanned:
         start = c[0].start_pos
-        key, value = _member(c[2][0]), _member(c[4][0])
+        key, value = _member(c[2][0]), _member(_kept(c[4]))
         if not (isinstance(key, BaseType) and key.name in _DICT_KEYS):
             raise Refused(
                 f"a Dict key type must be one of {', '.join(sorted(_DICT_KEYS))}; got '{key}'", c[2][1]
@@ -304,7 +315,7 @@ class _ToAst:
     @staticmethod
     def _single(cls: Callable[[Type], Type], c: _Kids) -> _Spanned:
         start = c[0].start_pos
-        elem = _member(c[2][0])
+        elem = _member(_kept(c[2]))
         _check_depth(elem._depth + 1, start)
         return cls(elem), start, c[3].end_pos
 

@@ -17,6 +17,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 from .._diagnostics import Refused
+from ._aliases import _with_alias
 from ._torch_tables import _FAKE_INT, _KIND_ORDER
 from ._types import (
     MAX_TYPE_DEPTH,
@@ -65,8 +66,29 @@ def _optional(elem: Type, pos: int) -> Type:
     if isinstance(elem, BaseType) and elem.name == "NoneType":
         # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
         raise Refused("'NoneType?' is not a type (None is already optional)", pos)
+    if isinstance(elem, UnionType):
+        return _optional_union(elem, pos)
     _check_depth(elem._depth + 1, pos)
-    return OptionalType(elem, elem.absorbed if isinstance(elem, UnionType) else ())
+    return OptionalType(elem, ())
+
+
+def _optional_union(elem: UnionType, pos: int) -> Type:
+    """``Union(...)?``: torch's OptionalType is the Union of the members and None, normalised again, and holds
+    the members but None as a Union made once more (OptionalType's constructor); a member the first pass left
+    beside one that absorbs it (Note [Unstable unions]) merges here."""
+    again = _union([*elem.members, _NONE], pos)
+    if isinstance(again, OptionalType):  # one type and None: its annotation, if any, moves onto that type
+        held = again.elem if elem.alias is None else _with_alias(again.elem, elem.alias, pos)
+    else:
+        made = _union([m for m in again.members if m != _NONE], pos)  # type: ignore[attr-defined]  # a UnionType
+        held = _with_alias(made, elem.alias, pos) if elem.alias is not None else made
+    absorbed = (*elem.absorbed, *(t for t in _absorbed_of(again) if t not in elem.absorbed))
+    _check_depth(held._depth + 1, pos)
+    return OptionalType(held, absorbed)
+
+
+def _absorbed_of(t: Type) -> tuple[Type, ...]:
+    return t.absorbed if isinstance(t, (UnionType, OptionalType)) else ()
 
 
 def _check_depth(depth: int, pos: int) -> None:
@@ -110,8 +132,12 @@ def _kind_name(t: Type) -> str:
 # in Union((int, Any), (Any, (Tensor, Tensor)), (str, (int, str))), (str, (int, str)) is compared with the two
 # tuples before it first, and only then do they merge into (Any, Any). torch accepts the Union, but its printed
 # text, Union((Any, Any), (str, (int, str))), is one type when read again (an internal assert; with more members,
-# another Union). Canonical text must read back as the same type, so such a Union is refused: after
-# normalisation, the members are run through steps 1 and 2 once more, and one that merges is named.
+# another Union). Canonical text must read back as the same type, so such a Union is refused where it is kept as
+# written (an argument's or a return's type, a list's element, a member of a tuple, Dict, Future, Await or RRef):
+# its members are run through steps 1 and 2 once more, and one that merges is named. Two places normalise it
+# again as torch does, and there it merges: a Union member of a Union (flattened into the outer one) and the
+# optional of a Union (torch's OptionalType is the Union of its members and None: Union(...)? above becomes
+# (Any, Any)? in torch and here).
 _NONE = BaseType("NoneType")
 _SCALAR = BaseType("Scalar")
 _NUMBERS = (BaseType("int"), BaseType("float"), BaseType("complex"))
@@ -482,18 +508,22 @@ def _union(members: list[Type], pos: int) -> Type:
     if has_none:
         flat.append(_NONE)
     flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
-    _check_stable(flat, pos)
     return UnionType(tuple(flat), None, absorbed)
 
 
-def _check_stable(members: list[Type], pos: int) -> None:
-    """Refuse a normalised Union that normalises again to another type (Note [Unstable unions])."""
-    seen = list(_flatten(members))
+def _check_stable(t: Type, pos: int) -> None:
+    """Refuse a Union (or the Union an optional holds) kept as written that normalises again to another type
+    (Note [Unstable unions]); ``pos`` is where its text starts."""
+    if isinstance(t, OptionalType):
+        t = t.elem
+    if not isinstance(t, UnionType) or len(t.members) < 2:
+        return
+    seen = list(_flatten(list(t.members)))
     kept = _filter_duplicates(list(seen), pos)
     if len(kept) != len(seen):
-        gone = next(t for t in seen if t not in kept)
+        gone = next(m for m in seen if m not in kept)
         raise Refused(
-            f"this Union normalises to Union({', '.join(map(str, members))}), where '{gone}' still unifies with another "
-            f"member: read again, that text is another type (torch reads it back so, or fails); leave '{gone}' out",
+            f"this Union normalises to {t.without_aliases()}, where '{gone}' still unifies with another member: read "
+            f"again, that text is another type (torch reads it back so, or fails); leave '{gone}' out",
             pos,
         )
