@@ -125,6 +125,8 @@ def test_a_power_of_a_symbol_is_bounded_before_sympy_expands_it() -> None:
     assert refused.value.pos == found.index("Pow(Symbol")  # the first power past the bound: u1**499872
     with pytest.raises(SymExprError, match="beyond MAX_SYMBOL_DEGREE"):
         parse_sym_expr(f"Pow(Mul(Symbol('s0'), Symbol('s1')), Integer({MAX_SYMBOL_DEGREE // 2 + 1}))")  # a product's degree is the sum
+    with pytest.raises(SymExprError, match="beyond MAX_SYMBOL_DEGREE"):  # (-oo)**x is oo*(-1)**x: expanded as a symbol's
+        parse_sym_expr("Pow(Pow(-oo, Float('1.0e-5', precision=100)), Integer(499872))")
     largest = f"Pow(Pow(Symbol('u1'), Integer({MAX_SYMBOL_DEGREE})), Float('0.5', precision=53))"
     start = time.perf_counter()
     assert str(read_sym_expr(largest)) == f"(u1**{MAX_SYMBOL_DEGREE})**0.5"

@@ -124,8 +124,9 @@ _RELATIONS = frozenset({"Equality", "Unequality", "StrictLessThan", "LessThan", 
 # nested integer powers (Pow(Pow(u, 499872), -421865) is u**-210878501280 at once), and a power of a symbol it does
 # not know to be real, raised to a float or a symbolic power, is split into real and imaginary parts by expanding
 # it as a polynomial, in time growing faster than the cube of its degree (0.27 s at degree 128, 10 s at 512, never
-# ending at 210878501280: the fuzzer's finding of 7 December 2026). So every node also carries `degree`, an upper
-# bound of the power of a symbol it forms: a symbol has 1, a literal 0; Mul adds its arguments', a power
+# ending at 210878501280: the fuzzer's finding of 7 December 2026; a power of (-oo)**x exhausted memory). So every
+# node also carries `degree`, an upper bound of the power of a symbol (or of an infinity) it forms: a symbol and a
+# constant have 1, a number 0; Mul adds its arguments', a power
 # multiplies its base's by its exponent's magnitude (as for bits), and the other functions take the largest; a
 # node whose degree passes MAX_SYMBOL_DEGREE is refused (torch writes squares, and products of a few sizes). So
 # building the sympy object of an accepted expression costs at most its length times arithmetic on
@@ -294,6 +295,10 @@ class Constant(SymExpr):
     def __post_init__(self) -> None:
         if self.name not in ("true", "false", "oo", "-oo"):
             raise ValueError(f"unknown constant {self.name!r}")
+
+    @property
+    def degree(self) -> int:
+        return 1  # sympy keeps a power of an infinity as an expression, as of a symbol ((-oo)**x is oo*(-1)**x)
 
     def __str__(self) -> str:
         return self.name
