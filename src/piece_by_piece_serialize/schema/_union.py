@@ -77,12 +77,14 @@ def _optional_union(elem: UnionType, pos: int) -> Type:
     the members but None as a Union made once more (OptionalType's constructor); a member the first pass left
     beside one that absorbs it (Note [Unstable unions]) merges here."""
     again = _union([*elem.members, _NONE], pos)
+    made = again
     if isinstance(again, OptionalType):  # one type and None: its annotation, if any, moves onto that type
         held = again.elem if elem.alias is None else _with_alias(again.elem, elem.alias, pos)
     else:
         made = _union([m for m in again.members if m != _NONE], pos)  # type: ignore[attr-defined]  # a UnionType
         held = _with_alias(made, elem.alias, pos) if elem.alias is not None else made
-    absorbed = (*elem.absorbed, *(t for t in _absorbed_of(again) if t not in elem.absorbed))
+    # the members each pass absorbed, written or not (Note [Absorbed union members] in _types)
+    absorbed = tuple(dict.fromkeys((*elem.absorbed, *_absorbed_of(again), *_absorbed_of(made))))
     _check_depth(held._depth + 1, pos)
     return OptionalType(held, absorbed)
 
