@@ -133,6 +133,14 @@ def test_a_power_of_a_symbol_is_bounded_before_sympy_expands_it() -> None:
     assert time.perf_counter() - start < 10  # about 0.1 s; the bound is what keeps it there
 
 
+def test_a_power_of_a_small_float_is_bounded_as_a_large_one() -> None:
+    """Exact, 1e-5**467232 is a fraction of 7.7 million bits, and torch's CleanDiv took a gcd of it without end (the
+    fuzzer's timeout): a float's bound counts its binary exponent however small the float is."""
+    with pytest.raises(SymExprError, match="Pow may compute a number of more than MAX_NUMBER_BITS"):
+        parse_sym_expr("Pow(Float('1.0e-5', precision=100), Integer(467232))")
+    assert read_sym_expr("Pow(Float('0.5', precision=53), Integer(2))") == read_sym_expr("Float('0.25', precision=53)")
+
+
 def test_the_largest_number_allowed_is_built() -> None:
     assert int(read_sym_expr("Pow(Integer(2), Integer(2048))")) == 2**2048
 

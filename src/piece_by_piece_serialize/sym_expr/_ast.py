@@ -120,7 +120,9 @@ _RELATIONS = frozenset({"Equality", "Unequality", "StrictLessThan", "LessThan", 
 # nothing from it) and so does a constant; Mul adds its arguments' bounds (a coefficient is their product, and a
 # numeric power of a product distributes over its coefficient), Add and the other functions take the largest
 # plus a carry; a power multiplies its base's bound by the largest magnitude its exponent can have (the literal's
-# own, or 2**bits of an expression); a left shift adds that magnitude. Powers of symbols cost too: sympy multiplies
+# own, or 2**bits of an expression); a left shift adds that magnitude. A float counts the size of its binary
+# exponent, whether large or small: exact, 1e-5**467232 is a fraction of 7.7 million bits (the fuzzer's timeout,
+# torch's CleanDiv taking a gcd of it). Powers of symbols cost too: sympy multiplies
 # nested integer powers (Pow(Pow(u, 499872), -421865) is u**-210878501280 at once), and a power of a symbol it does
 # not know to be real, raised to a float or a symbolic power, is split into real and imaginary parts by expanding
 # it as a polynomial, in time growing faster than the cube of its degree (0.27 s at degree 128, 10 s at 512, never
@@ -248,7 +250,9 @@ class Float(SymExpr):
             raise ValueError(f"{self.text!r} is not a decimal number") from None
         if not math.isfinite(value):
             raise ValueError(f"{self.text!r} is not a finite number")
-        object.__setattr__(self, "_bits", max(0, math.frexp(value)[1]) + 1)  # its integer part's bits, and a carry
+        # its binary exponent's size, and a carry: a large float has as many integer bits, a small one needs as many
+        # bits of denominator once sympy or torch makes it exact (a power of 1e-5 took a gcd of million-bit numbers)
+        object.__setattr__(self, "_bits", abs(math.frexp(value)[1]) + 1)
 
     @property
     def bits(self) -> int:
