@@ -59,7 +59,7 @@ def _renumber(t: Type, counter: list[int]) -> Type:
         if isinstance(t, DictType):
             return DictType(t.key, t.value, new)
         if isinstance(t, UnionType):
-            return UnionType(t.members, new, t.absorbed)
+            return UnionType(t.members, new, t.absorbed, t.unstable)
     return t
 
 
@@ -74,5 +74,5 @@ def _with_alias(t: Type, alias: AliasInfo, pos: int) -> Type:
     if isinstance(t, ListType):
         return ListType(t.elem, t.size, alias, t.size_text, t.size_span)
     if isinstance(t, UnionType):
-        return UnionType(t.members, alias, t.absorbed)
+        return UnionType(t.members, alias, t.absorbed, t.unstable)
     raise Refused(f"type '{t}' cannot carry an alias annotation", pos)

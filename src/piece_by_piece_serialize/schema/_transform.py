@@ -298,7 +298,7 @@ class _ToAst:
         alias, end = (last[0], last[1]) if isinstance(last, tuple) and len(last) == 2 else (None, last.end_pos)
         if alias is not None:
             if isinstance(result, UnionType):
-                result = UnionType(result.members, alias, result.absorbed)
+                result = UnionType(result.members, alias, result.absorbed, result.unstable)
             else:  # Union(T, None) became T?: the annotation belongs to T and prints before the "?"
                 result = OptionalType(_with_alias(result.elem, alias, start), result.absorbed)  # type: ignore[attr-defined]  # _union made T? of it
         return result, start, end

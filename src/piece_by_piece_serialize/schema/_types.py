@@ -260,6 +260,8 @@ class UnionType(Type):
     alias: AliasInfo | None = None
     # Types written inside the Union that normalisation absorbed (Note [Absorbed union members]).
     absorbed: tuple[Type, ...] = field(default=(), compare=False, repr=False)
+    # A member that normalising the members once more would merge (Note [Unstable unions] in ``_union``), or None.
+    unstable: Type | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._set_depth(_depth_of(*self.members))
@@ -268,7 +270,7 @@ class UnionType(Type):
         return "Union(" + ", ".join(map(str, self.members)) + ")" + _alias_text(self.alias)
 
     def without_aliases(self) -> Type:
-        return self if self.alias is None else UnionType(self.members, None, self.absorbed)
+        return self if self.alias is None else UnionType(self.members, None, self.absorbed, self.unstable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ def _optional(elem: Type, pos: int) -> Type:
         return elem
     if isinstance(elem, UnionType) and _NONE in elem.members:
         # torch: Union(A, B, NoneType)? is Union(A, B)? (the optional already holds None)
-        elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias, elem.absorbed)
+        elem = UnionType(tuple(m for m in elem.members if m != _NONE), elem.alias, elem.absorbed, elem.unstable)
     if isinstance(elem, UnionType) and elem.members == (_SCALAR,):
         # torch: the optional of a Union of exactly int, float and complex is Scalar? (OptionalType's constructor),
         # and the Union's annotation stays on the Scalar (Union(int, Scalar)(a!)? is Scalar(a!)?)
@@ -66,9 +66,10 @@ def _optional(elem: Type, pos: int) -> Type:
     if isinstance(elem, BaseType) and elem.name == "NoneType":
         # torch: INTERNAL ASSERT in union_type.cpp (an optional None unifies to a one-type Union)
         raise Refused("'NoneType?' is not a type (None is already optional)", pos)
-    if isinstance(elem, UnionType):
-        return _optional_union(elem, pos)
     _check_depth(elem._depth + 1, pos)
+    if isinstance(elem, UnionType):
+        # a stable Union comes out of torch's passes unchanged (Note [Unstable unions])
+        return OptionalType(elem, elem.absorbed) if elem.unstable is None else _optional_union(elem, pos)
     return OptionalType(elem, ())
 
 
@@ -223,6 +224,11 @@ def _subtype(a: Type, b: Type) -> bool:
 
 def _unify(a: Type, b: Type, pos: int) -> Type | None:
     """torch's ``unifyTypes(a, b)`` (default_to_union=False): their common supertype, or None."""
+    # Two tuples (or Futures) unify element by element; where one is a subtype of the other that gives the other,
+    # as torch's subtype tests first do, so they are skipped: asked at every level of a nesting, they cost its
+    # square (two 60-deep tuples in a Union took 100,000 calls)
+    if a.__class__ is b.__class__ and a.__class__ in (TupleType, FutureType):
+        return _unify_elements(a, b, pos)
     if _subtype(a, b):
         return b
     if _subtype(b, a):
@@ -237,20 +243,25 @@ def _unify(a: Type, b: Type, pos: int) -> Type | None:
     if isinstance(b, OptionalType):
         elem = _unify(b.elem, a, pos)
         return None if elem is None else _optional(elem, pos)
-    if isinstance(a, TupleType) and isinstance(b, TupleType):
-        if len(a.elems) != len(b.elems):
-            return None
-        elems = []
-        for x, y in zip(a.elems, b.elems, strict=True):
-            u = _unify(x, y, pos)
-            if u is None:
-                return None
-            elems.append(u)
-        return TupleType(tuple(elems))
-    if isinstance(a, FutureType) and isinstance(b, FutureType):
-        elem = _unify(a.elem, b.elem, pos)
-        return None if elem is None else FutureType(elem)
     return None
+
+
+def _unify_elements(a: Type, b: Type, pos: int) -> Type | None:
+    """``_unify`` of two tuples or two Futures: covariant, element by element."""
+    if isinstance(a, FutureType):
+        elem = _unify(a.elem, b.elem, pos)  # type: ignore[attr-defined]  # b is a FutureType too
+        return None if elem is None else FutureType(elem)
+    x_elems, y_elems = a.elems, b.elems  # type: ignore[attr-defined]  # two TupleTypes
+    if len(x_elems) != len(y_elems):
+        return None
+    elems = []
+    for x, y in zip(x_elems, y_elems, strict=True):
+        u = _unify(x, y, pos)
+        if u is None:
+            return None
+        elems.append(u)
+    unified = TupleType(tuple(elems))
+    return b if unified == b else unified  # the other one itself where it is the supertype, as torch returns it
 
 
 def _mergeable(a: Type, b: Type) -> bool:
@@ -510,7 +521,14 @@ def _union(members: list[Type], pos: int) -> Type:
     if has_none:
         flat.append(_NONE)
     flat.sort(key=lambda t: (_KIND_ORDER[_kind_name(t)], str(t)))
-    return UnionType(tuple(flat), None, absorbed)
+    return UnionType(tuple(flat), None, absorbed, _merging(flat, pos))
+
+
+def _merging(members: list[Type], pos: int) -> Type | None:
+    """A member that normalising ``members`` once more merges (Note [Unstable unions]), or None."""
+    seen = list(_flatten(members))
+    kept = _filter_duplicates(list(seen), pos)
+    return None if len(kept) == len(seen) else next(m for m in seen if m not in kept)
 
 
 def _check_stable(t: Type, pos: int) -> None:
@@ -518,12 +536,8 @@ def _check_stable(t: Type, pos: int) -> None:
     (Note [Unstable unions]); ``pos`` is where its text starts."""
     if isinstance(t, OptionalType):
         t = t.elem
-    if not isinstance(t, UnionType) or len(t.members) < 2:
-        return
-    seen = list(_flatten(list(t.members)))
-    kept = _filter_duplicates(list(seen), pos)
-    if len(kept) != len(seen):
-        gone = next(m for m in seen if m not in kept)
+    if isinstance(t, UnionType) and t.unstable is not None:
+        gone = t.unstable
         raise Refused(
             f"this Union normalises to {t.without_aliases()}, where '{gone}' still unifies with another member: read "
             f"again, that text is another type (torch reads it back so, or fails); leave '{gone}' out",
