@@ -260,8 +260,8 @@ def _unify_elements(a: Type, b: Type, pos: int) -> Type | None:
         if u is None:
             return None
         elems.append(u)
-    unified = TupleType(tuple(elems))
-    return b if unified == b else unified  # the other one itself where it is the supertype, as torch returns it
+    # where one is the supertype this is equal to it (its very elements): comparing would walk the rest again
+    return TupleType(tuple(elems))
 
 
 def _mergeable(a: Type, b: Type) -> bool:
