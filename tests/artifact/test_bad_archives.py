@@ -212,10 +212,17 @@ _HOSTILE_EXPRESSIONS = [
     ("ModularIndexing(Float('1.0e-5', precision=24), Symbol('s0', integer=True), Integer(3))",
      "ValueError while building ModularIndexing(Float('1.0e-5', precision=24), Symbol('s0', integer=True), "
      "Integer(3)): torch's ModularIndexing recurses without end"),
+    # the fuzzer's findings of 7 December 2026 (Note [bounded evaluation]): sympy expanding a power of a symbol, or of
+    # an infinity, as a polynomial; torch's CleanDiv taking a gcd of a small float's power made exact
+    ("Pow(Pow(Symbol('s0'), Integer(499872)), Float('0.5', precision=53))", "Pow may form a power of a symbol beyond MAX_SYMBOL_DEGREE=64"),
+    ("Pow(Pow(-oo, Float('1.0e-5', precision=100)), Integer(499872))", "Pow may form a power of a symbol beyond MAX_SYMBOL_DEGREE=64"),
+    ("CleanDiv(Symbol('s0', integer=True), Pow(Float('1.0e-5', precision=100), Integer(467232)))",
+     "Pow may compute a number of more than MAX_NUMBER_BITS=4096 bits"),
 ]
 
 
-_IDS = ["factorial", "huge_pow", "pow_of_a_sum", "huge_shift", "huge_pow_by_natural", "long_integer", "zero_division", "attribute", "endless_indexing"]
+_IDS = ["factorial", "huge_pow", "pow_of_a_sum", "huge_shift", "huge_pow_by_natural", "long_integer", "zero_division", "attribute", "endless_indexing",
+        "power_of_a_symbol", "power_of_an_infinity", "power_of_a_small_float"]
 
 
 @pytest.mark.parametrize(("text", "message"), _HOSTILE_EXPRESSIONS, ids=_IDS)
