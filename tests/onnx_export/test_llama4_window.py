@@ -3,7 +3,9 @@
 and counts every position; the chunked mask branches on whether the count reached the chunk (16). With an example
 past the chunk the automatic search cuts ``model`` (Llama4TextModel), which gets a program on each side of the
 branch (programs by size), and the cache's keys come back capped at 15 (a learned shape rule, Note [learned
-shapes]). Sizes neither side was exported for are refused by name, in the loaded archive and in onnxruntime alike."""
+shapes]). The points of the declared ranges, moved from every example, give it a program for more than one new token
+past the chunk and one for a call that crosses it (Note [points of every example]); a size no point reached is refused
+by name, in the loaded archive and in onnxruntime alike."""
 
 from __future__ import annotations
 
@@ -34,11 +36,16 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
     other.add((tiny.ids(1, 2),), {"cache": tiny.prefill(model, 20, batch=2)[1]})  # past the chunk: 15 keys, count 20
     result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other)
     assert result.report.passed is True and result.report.behind_operators == ["model"]
-    assert "2 programs by size" in (result.pieces["model"].by_size or "")
+    # the examples give a program below the chunk and one past it for a new token; the points of the declared ranges
+    # moved from every example give one past it for more than one, and one crossing it (Note [points of every example])
+    assert "4 programs by size" in (result.pieces["model"].by_size or "")
+    assert "moved from every example (a piece has programs by size)" in str(result.report)
     result.save(tmp_path / "llama4.pt2")
     result.to_onnx(tmp_path / "llama4.onnx")
-    # (batch, past positions, new tokens): below the chunk, and 30 past it (the count 31 where keys stay 15)
-    unseen = [((tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}) for batch, past, new in ((1, 6, 2), (4, 11, 3), (2, 30, 1))]
+    # (batch, past positions, new tokens): below the chunk, crossing it within the call, 30 past it (the count 31
+    # where keys stay 15), and 2 and 4 new tokens past it, which no example took
+    cases = ((1, 6, 2), (4, 11, 3), (1, 14, 3), (2, 30, 1), (3, 40, 2), (2, 20, 4))
+    unseen = [((tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}) for batch, past, new in cases]
     wanted = [eager_outputs(model, args, kwargs) for args, kwargs in unseen]
     for (args, kwargs), want in zip(unseen, wanted, strict=True):  # the export's own runnable program
         _close(eager_outputs(result.module(), args, kwargs), want)
@@ -48,8 +55,8 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
         for (args, kwargs), want in zip(unseen, wanted, strict=True):  # a copy of the call each time: the cache is used again
             _close(eager_outputs(loaded, args, kwargs), want)
             _close(run_onnx(tmp_path / "llama4.onnx", args, kwargs), want)
-        # 2 new tokens past the chunk: no example took that side of the branch with more than one
-        args, kwargs = (tiny.ids(2, 3, 9),), {"cache": tiny.prefill(model, 40, batch=3)[1]}
+        # 15 positions after the call, one short of the chunk: a side of the branch no point reached
+        args, kwargs = (tiny.ids(3, 2, 9),), {"cache": tiny.prefill(model, 12, batch=2)[1]}
         with pytest.raises(ValueError, match="model has no program for these input sizes"):
             eager_outputs(loaded, args, kwargs)
         with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.Fail, match="model has no program for these input sizes"):

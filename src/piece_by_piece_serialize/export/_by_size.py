@@ -74,6 +74,9 @@ class BySize:
     # points of the declared ranges left without a program, and why (Note [one size per program])
     skipped: list[str] = dataclasses.field(default_factory=list)
     why_skipped: str = ""
+    # the sizes of the looped dimensions at those points: a point of another example at the same sizes (Note [points
+    # of every example] in ._ranges) is the same point for the piece, named once
+    skipped_sizes: set[tuple[tuple[int, int, int], ...]] = dataclasses.field(default_factory=set)
 
     def choose(self, shapes: Sequence[tuple[int, ...]]) -> Any | None:
         """The program that computes a call of these flat input shapes (weights first), or None."""
@@ -176,7 +179,7 @@ def share_by_size(donor: BySize, module: torch.nn.Module, path: str, calls: list
         want = flat_result(path, recorded, example.call)
         if program is None or judge(program, module, path, donor.names, runnables, example.tensors, want, trial, "its recorded calls") is not None:
             return None
-    return BySize(key, donor.names, donor.specs, list(donor.programs), 0.0, donor.worst, list(donor.skipped), donor.why_skipped)
+    return BySize(key, donor.names, donor.specs, list(donor.programs), 0.0, donor.worst, list(donor.skipped), donor.why_skipped, set(donor.skipped_sizes))
 
 
 def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example, want: list[Any], runnables: dict[int, Any],
@@ -187,6 +190,10 @@ def add_at(by_size: BySize, module: torch.nn.Module, path: str, example: Example
     size per program])."""
     beyond = {(i, d): most for (i, d), most in by_size.one_size_each().items() if example.tensors[i].shape[d] > most}
     if beyond:
+        sizes = tuple(sorted((i, d, int(example.tensors[i].shape[d])) for i, d in beyond))
+        if sizes in by_size.skipped_sizes:
+            return None
+        by_size.skipped_sizes.add(sizes)
         labels = input_labels(module, example)
         dims = ", ".join(f"{labels[i]} dim {d}" for i, d in beyond)
         by_size.skipped.append(where)

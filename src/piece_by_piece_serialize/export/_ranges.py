@@ -24,6 +24,25 @@ said none of them. Llama 4's decode step (issue 31) is one: the chunked mask, ma
 forward, asks the sliding cache layer ``cumulative_length >= sliding_window`` (16), its program refuses 16
 past tokens, and no value differs from eager on the examples.
 
+Note [points of every example]
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+The points of the declared ranges move one dimension of the first example (Note [every declared range] in
+:mod:`._examples`): enough to check one program, which computes the same code at every size. A piece with programs
+by size computes other code on the other side of a branch, and the points are also where it gets the programs its
+examples did not give it (Note [programs by size] in :mod:`._by_size`). Llama 4's decode step, its examples 3 new
+tokens after 6 past, 2 after 8 and 1 after 20 (past its chunk of 16), got programs for those two sides only: the
+points moved the first example, below the chunk, and a past moved alone (its cache's keys without its count) is a
+cache eager refuses. Its archive refused 40 of the 92 calls of 1 to 23 past and 1, 2, 3 or 5 new tokens (batch 2)
+that eager runs. So when a piece has programs by size, the points are also moved from each other example, and a
+point eager refuses is tried again with every dimension of its example's size moved alike (a cache's keys with its
+count: the first example's refused points too); points of the same sizes as an example or an earlier point are
+tried once, those at 1 of a hint (which the first example's points try) not again, those over ``check_bytes``
+counted and not checked. Each is checked as the first example's points are, and a piece gets a program by size
+where none of its domains holds. The step then has 4 programs by size (more than one new token past the chunk, and
+a call crossing it) and its archive refuses 5 of the 92 calls, by name, where 15 positions end one short of the
+chunk (12 past and 3 new), a side of the branch no point reached. Without a piece by size the first example's points
+stay the only ones: more would multiply the checks with no program to gain.
+
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
 
@@ -165,9 +184,60 @@ class RangeChecks:
                     self.report(None, "automatic"),
                 )
         skipped = sum(len(v) for n, v in refused.items() if n not in accepted)
+        others = self._check_other_examples(points, refused, eager, names, label, partition)
         return "; ".join([f"the program checked at {count(sum(map(len, accepted.values())), 'more point')} of the declared ranges" + (
             f" ({', '.join(f'{label(n)}: {_sizes(v)}' for n, v in accepted.items())})" if accepted else ""
-        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved, *below])
+        ) + (f"; {skipped} the model itself refuses" if skipped else ""), *moved, *others, *below])
+
+    def _check_other_examples(self, done: Sequence[dict[str, int]], refused_first: Mapping[str, Sequence[tuple[int, str]]], eager: Any,
+                              names: list[str] | None, label: Any, partition: dict[str, str] | None) -> list[str]:  # fmt: skip
+        """Note [points of every example]: with a piece by size, the points of the declared ranges moved from each
+        other example as well, and a point eager refuses moved with the dimensions of its size (``done``: the first
+        example's points, checked; ``refused_first``: those eager refused); what the report says of them."""
+        from torch.export.dynamic_shapes import _DimHint
+
+        if not self.by_size:
+            return []
+
+        def sizes(i: int, point: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+            return tuple(sorted({**{n: s for n, (s, _) in groups(self.examples[i], self.specs, partition).items()}, **point}.items()))
+
+        seen = {sizes(i, {}) for i in range(len(self.examples))} | {sizes(0, p) for p in done}
+        refused = {(name, size) for name, sizes_ in refused_first.items() for size, _ in sizes_}
+        checked, skipped, over = 0, 0, 0
+        for i, example in enumerate(self.examples):
+            dims = groups(example, self.specs, partition)
+            for point in range_points(example, self.specs, partition):
+                ((name, size),) = point.items()
+                # at 1 of a hint the program may refuse (Note [sizes of one]): the first example's points try it
+                if size == 1 and isinstance(dims[name][1], _DimHint):
+                    continue
+                alike = {n: size for n, (s, _) in dims.items() if s == dims[name][0]}  # a cache's keys with its count
+                tries = ([point] if i else []) + ([alike] if len(alike) > 1 and (i or (name, size) in refused) else [])
+                outcome = None
+                for sized in tries:
+                    if sizes(i, sized) in seen:
+                        break
+                    seen.add(sizes(i, sized))
+                    if self.check_bytes is not None and input_bytes(example, self.specs, sized, partition) > self.check_bytes:
+                        outcome = "over"
+                        break
+                    try:  # out of the model's own range: not the program's business (Note [every declared range])
+                        moved = describe(*resized(example, self.specs, sized, partition))
+                        want = eager(moved)
+                    except Exception:  # eager refuses it, whatever it raises: the model's own range
+                        outcome = "refused"
+                        continue
+                    outcome = "checked"
+                    alike_ = " with the dimensions of its size" if sized is alike else ""
+                    self._check_at(moved, want, f"{label(name)}={size}{alike_} (example {i + 1}'s other sizes)", names)
+                    break
+                checked, skipped, over = checked + (outcome == "checked"), skipped + (outcome == "refused"), over + (outcome == "over")
+        if not checked + skipped + over:
+            return []
+        return [f"and at {count(checked, 'point')} moved from every example (a piece has programs by size)"
+                + (f"; {skipped} the model itself refuses" if skipped else "")
+                + (f"; {over} over the checks' limit of {_mib(self.check_bytes or 0)}, not checked" if over else "")]
 
     def hints_at_guarded_examples(self, partition: dict[str, str] | None) -> None:
         """Note [guards on a hint]: where no point of the ranges found a guard, an example the program refuses by one
