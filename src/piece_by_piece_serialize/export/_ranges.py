@@ -39,8 +39,8 @@ count: the first example's refused points too); points of the same sizes as an e
 tried once, those at 1 of a hint (which the first example's points try) not again, those over ``check_bytes``
 counted and not checked. Each is checked as the first example's points are, and a piece gets a program by size
 where none of its domains holds. The step then has 4 programs by size (more than one new token past the chunk, and
-a call crossing it) and its archive refuses 5 of the 92 calls, by name, where 15 positions end one short of the
-chunk (12 past and 3 new), a side of the branch no point reached. Without a piece by size the first example's points
+a call crossing it) and its archive refuses 5 of the 92 calls, by name: the 4 whose 15 positions end one short of
+the chunk (12 past and 3 new), and one new token after 13 past, sides of the branches no point reached. Without a piece by size the first example's points
 stay the only ones: more would multiply the checks with no program to gain.
 
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
@@ -49,6 +49,7 @@ Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`;
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -199,14 +200,14 @@ class RangeChecks:
         if not self.by_size:
             return []
 
-        def sizes(i: int, point: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-            return tuple(sorted({**{n: s for n, (s, _) in groups(self.examples[i], self.specs, partition).items()}, **point}.items()))
+        def whole(dims: Mapping[str, tuple[int, Any]], point: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+            return tuple(sorted({**{n: s for n, (s, _) in dims.items()}, **point}.items()))  # every group's size
 
-        seen = {sizes(i, {}) for i in range(len(self.examples))} | {sizes(0, p) for p in done}
-        refused = {(name, size) for name, sizes_ in refused_first.items() for size, _ in sizes_}
-        checked, skipped, over = 0, 0, 0
-        for i, example in enumerate(self.examples):
-            dims = groups(example, self.specs, partition)
+        every = [groups(example, self.specs, partition) for example in self.examples]
+        seen = {whole(dims, {}) for dims in every} | {whole(every[0], p) for p in done}
+        refused = {(name, size) for name, sizes in refused_first.items() for size, _ in sizes}
+        outcomes: Counter[str] = Counter()
+        for i, (example, dims) in enumerate(zip(self.examples, every, strict=True)):
             for point in range_points(example, self.specs, partition):
                 ((name, size),) = point.items()
                 # at 1 of a hint the program may refuse (Note [sizes of one]): the first example's points try it
@@ -216,9 +217,9 @@ class RangeChecks:
                 tries = ([point] if i else []) + ([alike] if len(alike) > 1 and (i or (name, size) in refused) else [])
                 outcome = None
                 for sized in tries:
-                    if sizes(i, sized) in seen:
+                    if whole(dims, sized) in seen:
                         break
-                    seen.add(sizes(i, sized))
+                    seen.add(whole(dims, sized))
                     if self.check_bytes is not None and input_bytes(example, self.specs, sized, partition) > self.check_bytes:
                         outcome = "over"
                         break
@@ -229,15 +230,16 @@ class RangeChecks:
                         outcome = "refused"
                         continue
                     outcome = "checked"
-                    alike_ = " with the dimensions of its size" if sized is alike else ""
-                    self._check_at(moved, want, f"{label(name)}={size}{alike_} (example {i + 1}'s other sizes)", names)
+                    together = " with the dimensions of its size" if sized is alike else ""
+                    self._check_at(moved, want, f"{label(name)}={size}{together} (example {i + 1}'s other sizes)", names)
                     break
-                checked, skipped, over = checked + (outcome == "checked"), skipped + (outcome == "refused"), over + (outcome == "over")
-        if not checked + skipped + over:
+                if outcome is not None:
+                    outcomes[outcome] += 1
+        if not outcomes:
             return []
-        return [f"and at {count(checked, 'point')} moved from every example (a piece has programs by size)"
-                + (f"; {skipped} the model itself refuses" if skipped else "")
-                + (f"; {over} over the checks' limit of {_mib(self.check_bytes or 0)}, not checked" if over else "")]
+        return [f"and at {count(outcomes['checked'], 'point')} moved from every example (a piece has programs by size)"
+                + (f"; {outcomes['refused']} the model itself refuses" if outcomes["refused"] else "")
+                + (f"; {outcomes['over']} over the checks' limit of {_mib(self.check_bytes or 0)}, not checked" if outcomes["over"] else "")]
 
     def hints_at_guarded_examples(self, partition: dict[str, str] | None) -> None:
         """Note [guards on a hint]: where no point of the ranges found a guard, an example the program refuses by one
