@@ -9,6 +9,9 @@ by name, in the loaded archive and in onnxruntime alike."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,30 @@ pytest.importorskip("transformers")
 import _tiny_models as tiny  # noqa: E402
 from _onnx_compare import eager_outputs, run_onnx  # noqa: E402
 from piece_by_piece_serialize import export_piece_by_piece, load_piece_by_piece  # noqa: E402
+
+
+TESTS = Path(__file__).resolve().parent.parent
+# the archive in a fresh interpreter: the largest difference from eager over the calls, or the error a call raised
+_FRESH = r"""
+import json
+import sys
+sys.path.insert(0, sys.argv[1])
+import _tiny_models as tiny
+from _onnx_compare import eager_outputs
+from piece_by_piece_serialize import load_piece_by_piece
+model = tiny.llama4()
+loaded = load_piece_by_piece(sys.argv[2])
+for batch, past, new in json.loads(sys.argv[3]):
+    args, kwargs = (tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}
+    try:
+        got = eager_outputs(loaded, args, kwargs)
+    except ValueError as exc:
+        print(json.dumps(str(exc)))
+        continue
+    want = eager_outputs(model, args, kwargs)
+    assert [g.shape for g in got] == [w.shape for w in want] and [g.dtype for g in got] == [w.dtype for w in want]
+    print(json.dumps(max((g.double() - w.double()).abs().max().item() for g, w in zip(got, want) if w.numel())))
+"""
 
 
 def _close(got: list[object], want: list[object]) -> None:
@@ -63,6 +90,14 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
             run_onnx(tmp_path / "llama4.onnx", args, kwargs)
     finally:
         loaded.close()
+    # the same calls and the refusal, the archive loaded in a fresh process
+    fresh = [*cases, (2, 12, 3)]
+    out = subprocess.run([sys.executable, "-c", _FRESH, str(TESTS), str(tmp_path / "llama4.pt2"), json.dumps(fresh)],
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-4000:]
+    *diffs, refusal = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(diffs) == len(cases) and all(isinstance(d, float) and d <= 1e-4 for d in diffs), diffs
+    assert "model has no program for these input sizes" in refusal
 
 
 @pytest.mark.slow
