@@ -54,15 +54,15 @@ def test_programs_by_size_load_in_a_fresh_process_without_the_pieces_class(tmp_p
     torch.manual_seed(0)
     model = toy.Chunked().eval()
     named = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
-    result = export_piece_by_piece(model, (torch.randn(2, 3, 8),), dynamic_shapes=named)
+    result = export_piece_by_piece(model, (torch.randn(2, 5, 8),), dynamic_shapes=named)
     path = tmp_path / "chunked.pt2"
     result.save(path)
     result.close()
     with zipfile.ZipFile(path) as archive:
         (manifest,) = [n for n in archive.namelist() if n.endswith("pbp_manifest.json")]
         (operator,) = json.loads(archive.read(manifest))["operators"]
-    assert operator["program"] is None and len(operator["by_size"]) == 4 and operator["program_key"] is not None
+    assert operator["program"] is None and len(operator["by_size"]) == 3 and operator["program_key"] is not None
     out = subprocess.run([sys.executable, "-c", _LOAD, str(TESTS), str(path)], capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-4000:]
-    # the sizes onnxruntime computes in tests/onnx_export/test_by_size.py, bit for bit here: all but 4 tokens
-    assert out.stdout.split("\n")[0] == "69 [(1, 4), (2, 4), (3, 4)]"
+    # the sizes onnxruntime computes in tests/onnx_export/test_by_size.py, bit for bit here: all but 2, 3 and 4 tokens
+    assert out.stdout.split("\n")[0] == "63 " + str([(b, s) for b in (1, 2, 3) for s in (2, 3, 4)])

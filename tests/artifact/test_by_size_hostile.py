@@ -28,7 +28,7 @@ from piece_by_piece_serialize import ArtifactError, export_piece_by_piece, load_
 from piece_by_piece_serialize.artifact import _ops, _rules, _runnable  # noqa: E402
 from piece_by_piece_serialize.domains import DomainError, domain_of  # noqa: E402
 
-SIZED = "models/piece_1.json"  # the second of Chunked's four programs by size
+SIZED = "models/piece_1.json"  # the second of Chunked's five programs by size
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def chunked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result.close()
     with zipfile.ZipFile(path) as archive:
         (operator,) = json.loads(archive.read(f"chunked/{MANIFEST}"))["operators"]
-    assert operator["program"] is None and [e["program"] for e in operator["by_size"]] == [f"piece_{i}" for i in range(4)]
+    assert operator["program"] is None and [e["program"] for e in operator["by_size"]] == [f"piece_{i}" for i in range(5)]
     load_piece_by_piece(path).close()  # the control: the untouched archive loads
     return path
 

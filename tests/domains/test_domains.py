@@ -14,6 +14,7 @@ import _toy_models as toy  # noqa: E402
 from piece_by_piece_serialize.domains import DomainError, domain_of  # noqa: E402
 
 # the flat call of a piece as the export makes it: its weights, then its tensors, all one varargs
+DYNAMIC = torch.export.Dim.DYNAMIC
 SIZES = [(batch, seq) for batch in (1, 2, 3) for seq in range(1, 41)]
 
 
@@ -233,3 +234,55 @@ def test_why_a_domain_refuses_names_its_first_false_condition_and_the_sizes_it_r
     assert domain.why_not([(0,), (1, 1, 0)]) == "((in0.size(0) % in1.size(2)) == 0) divides by zero at in0.size(0)=0, in1.size(2)=0"
     assert domain.why_not([(4,), (1, 4)]) == "input 1 has 2 dimensions where the program takes 3"
     assert domain.why_not([(4,)]) == "1 inputs where the program takes 2"
+
+
+def test_a_size_the_trace_gave_as_a_constant_less_a_symbol_is_solved_for_it() -> None:
+    # code that branches on a sum of two sizes (Llama 4's mask: past + new == 15) makes torch fix the sum: the first
+    # input's size is then 15 - s, of the second input's symbol s, which the domain solves for s (it refused such a
+    # form); it holds exactly where torch runs the program
+    class Sum(torch.nn.Module):
+        def forward(self, *tensors: Any) -> Any:
+            first, second = tensors
+            joined = torch.cat([first, second])
+            return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
+
+    program = torch.export.export(Sum(), (torch.randn(9), torch.randn(6)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    assert [str(n.meta["val"].shape[0]).startswith("15 - ") for n in program.graph.nodes if n.op == "placeholder"] == [True, False]
+    domain = domain_of(program)
+    runnable = program.module()
+    grid = [(n, m) for n in range(20) for m in range(20)]
+    theirs = []
+    for n, m in grid:
+        try:
+            runnable(torch.randn(n), torch.randn(m))
+            theirs.append(True)
+        except (AssertionError, RuntimeError):
+            theirs.append(False)
+    assert [domain.holds([(n,), (m,)]) for n, m in grid] == theirs and sum(theirs) == 12  # n + m == 15, each 2 to 13
+
+
+def test_the_edges_of_a_domain_are_the_sizes_on_either_side_of_each_change_of_a_condition() -> None:
+    # Note [edges of a domain]: the program of a call of 6 and 3 (a branch on their sum's being 15 or not) takes
+    # every sum but 15: moving the first size from 6 (the second at 3), its condition changes between 11 and 12;
+    # moving the second from 3, between 8 and 9
+    class Sum(torch.nn.Module):
+        def forward(self, *tensors: Any) -> Any:
+            first, second = tensors
+            joined = torch.cat([first, second])
+            return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
+
+    program = torch.export.export(Sum(), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    domain = domain_of(program)
+    edges = domain.edges([(6,), (3,)], 0, 1, 200)
+    assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0),): {11, 12}, ((1, 0),): {8, 9}}
+    for (at,), values in edges.items():  # on one side of each edge the domain holds, on the other it does not
+        holds = {v: domain.holds([(v,), (3,)] if at.input == 0 else [(6,), (v,)]) for v in values}
+        assert True in holds.values() and False in holds.values()
+    # the sizes it holds equal move together, and a far bound is found by bisection (a named Dim's range up to 5,000)
+    tied = torch.export.Dim("tied", min=2, max=5000)
+    program = torch.export.export(Sum(), (torch.randn(6), torch.randn(6)), dynamic_shapes={"tensors": ({0: tied}, {0: tied})}, strict=False)
+    edges = domain_of(program).edges([(6,), (6,)], 0, 1, 10_000)
+    assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0), (1, 0)): {5000, 5001}}
+    # with the first input a weight's (its size fixed), the second moves alone: its sum with 6 reaches 15 at 9
+    edges = domain_of(program).edges([(6,), (6,)], 1, 1, 10_000)
+    assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((1, 0),): {8, 9, 5000, 5001}}

@@ -4,8 +4,9 @@ and counts every position; the chunked mask branches on whether the count reache
 past the chunk the automatic search cuts ``model`` (Llama4TextModel), which gets a program on each side of the
 branch (programs by size), and the cache's keys come back capped at 15 (a learned shape rule, Note [learned
 shapes]). The points of the declared ranges, moved from every example, give it a program for more than one new token
-past the chunk and one for a call that crosses it (Note [points of every example]); a size no point reached is refused
-by name, in the loaded archive and in onnxruntime alike."""
+past the chunk and one for a call that crosses it (Note [points of every example]); the points at the edges of its
+domains one for calls ending one short of the chunk and two for one token after 13 and 14 past (Note [edges of a
+domain]): every call of those sizes computes, in the loaded archive, a fresh process and onnxruntime alike."""
 
 from __future__ import annotations
 
@@ -64,14 +65,17 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
     result = export_piece_by_piece(model, (tiny.ids(3, 2),), {"cache": tiny.prefill(model, 6, batch=2)[1]}, dynamic_shapes=other)
     assert result.report.passed is True and result.report.behind_operators == ["model"]
     # the examples give a program below the chunk and one past it for a new token; the points of the declared ranges
-    # moved from every example give one past it for more than one, and one crossing it (Note [points of every example])
-    assert "4 programs by size" in (result.pieces["model"].by_size or "")
-    assert "moved from every example (a piece has programs by size)" in str(result.report)
+    # moved from every example give one past it for more than one, and one crossing it (Note [points of every example]);
+    # the points at the edges of their domains three more (Note [edges of a domain])
+    assert "7 programs by size" in (result.pieces["model"].by_size or "")
+    assert "moved from every example (a piece has programs by size; 3 of them at the edges of their domains)" in str(result.report)
     result.save(tmp_path / "llama4.pt2")
     result.to_onnx(tmp_path / "llama4.onnx")
     # (batch, past positions, new tokens): below the chunk, crossing it within the call, 30 past it (the count 31
-    # where keys stay 15), and 2 and 4 new tokens past it, which no example took
-    cases = ((1, 6, 2), (4, 11, 3), (1, 14, 3), (2, 30, 1), (3, 40, 2), (2, 20, 4))
+    # where keys stay 15), and 2 and 4 new tokens past it, which no example took; 15 positions after the call, one
+    # short of the chunk (12 + 3, 10 + 5, 14 + 1), and one token after 13 past, sides of branches only the edges of
+    # the domains reach (each was refused by name before)
+    cases = ((1, 6, 2), (4, 11, 3), (1, 14, 3), (2, 30, 1), (3, 40, 2), (2, 20, 4), (2, 12, 3), (1, 10, 5), (2, 14, 1), (3, 13, 1))
     unseen = [((tiny.ids(new, batch, 9),), {"cache": tiny.prefill(model, past, batch=batch)[1]}) for batch, past, new in cases]
     wanted = [eager_outputs(model, args, kwargs) for args, kwargs in unseen]
     for (args, kwargs), want in zip(unseen, wanted, strict=True):  # the export's own runnable program
@@ -82,22 +86,14 @@ def test_llama4_decode_step_past_its_chunk_exports_loads_and_converts(tmp_path: 
         for (args, kwargs), want in zip(unseen, wanted, strict=True):  # a copy of the call each time: the cache is used again
             _close(eager_outputs(loaded, args, kwargs), want)
             _close(run_onnx(tmp_path / "llama4.onnx", args, kwargs), want)
-        # 15 positions after the call, one short of the chunk: a side of the branch no point reached
-        args, kwargs = (tiny.ids(3, 2, 9),), {"cache": tiny.prefill(model, 12, batch=2)[1]}
-        with pytest.raises(ValueError, match="model has no program for these input sizes"):
-            eager_outputs(loaded, args, kwargs)
-        with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.Fail, match="model has no program for these input sizes"):
-            run_onnx(tmp_path / "llama4.onnx", args, kwargs)
     finally:
         loaded.close()
-    # the same calls and the refusal, the archive loaded in a fresh process
-    fresh = [*cases, (2, 12, 3)]
-    out = subprocess.run([sys.executable, "-c", _FRESH, str(TESTS), str(tmp_path / "llama4.pt2"), json.dumps(fresh)],
+    # the same calls, the archive loaded in a fresh process
+    out = subprocess.run([sys.executable, "-c", _FRESH, str(TESTS), str(tmp_path / "llama4.pt2"), json.dumps(cases)],
                          capture_output=True, text=True, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]
-    *diffs, refusal = [json.loads(line) for line in out.stdout.splitlines()]
+    diffs = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(diffs) == len(cases) and all(isinstance(d, float) and d <= 1e-4 for d in diffs), diffs
-    assert "model has no program for these input sizes" in refusal
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import itertools
 import math
 import operator
 from collections.abc import Iterator, Sequence
@@ -225,6 +226,43 @@ class Domain:
             return f"{c} {why} at {at}"
         return ""
 
+    def edges(self, shapes: Sequence[Sequence[int]], first: int, low: int, high: int) -> dict[tuple[Size, ...], set[int]]:
+        """Note [edges of a domain]: for each set of sizes of inputs ``first`` and later that the domain holds equal
+        (its ``size == size`` conditions), the sizes in ``[low, high]`` on either side of each place where one of its
+        other conditions changes its truth value, those sizes moved together from inputs of these ``shapes``
+        (the others staying as they are). Conditions ``size == constant`` are left out: their edges are every
+        other size. Empty sets are left out."""
+        tied: dict[Size, Size] = {}  # a union-find over the sizes the domain holds equal
+
+        def root(at: Size) -> Size:
+            while tied.get(at, at) != at:
+                at = tied[at]
+            return at
+
+        for (i, d), (j, e) in self._plan[1]:
+            if i >= first and j >= first:
+                a, b = root(Size(i, d)), root(Size(j, e))
+                tied[max(a, b, key=_order)] = min(a, b, key=_order)
+        read = [c for c in self._plan[2] if any(s.input >= first for s in _sizes_in(c))]
+        classes: dict[Size, list[Size]] = {}
+        for at in dict.fromkeys(s for c in read for s in _sizes_in(c) if s.input >= first):
+            classes.setdefault(root(at), []).append(at)
+        for at in tied:  # the sizes tied to one a condition reads
+            if root(at) in classes and at not in classes[root(at)]:
+                classes[root(at)].append(at)
+        out: dict[tuple[Size, ...], set[int]] = {}
+        for members in classes.values():
+            moved = frozenset(members)
+            try:  # each condition as a function of the one moving size: the same form once (one per layer, often)
+                forms = dict.fromkeys(_fixed(c, moved, shapes) for c in read if moved & set(_sizes_in(c)))
+            except IndexError:  # shapes of another rank than the program's: no edges to read
+                continue
+            start = int(shapes[min(members, key=_order).input][min(members, key=_order).dim])
+            values = {v for form in forms for v in _crossings(form, start, low, high)}
+            if values:
+                out[tuple(sorted(members, key=_order))] = values
+        return out
+
     def reading(self, first: int) -> Domain:
         """The conditions that read a size of input ``first`` or of a later one: those of the earlier inputs alone
         hold by construction where those are constants (a piece's weights, in an ONNX file)."""
@@ -232,6 +270,62 @@ class Domain:
 
     def __str__(self) -> str:
         return " and ".join(str(c) for c in self.conditions) or "any sizes"
+
+
+_NEAR = 64  # the sizes on each side of a start scanned one by one for edges (Note [edges of a domain])
+
+
+def _order(at: Size) -> tuple[int, int]:
+    return at.input, at.dim
+
+
+def _fixed(e: Expr, moved: frozenset[Size], shapes: Sequence[Sequence[int]]) -> Expr:
+    """``e`` with each size outside ``moved`` its value in ``shapes`` and each in ``moved`` the one free size
+    ``Size(0, 0)``."""
+    if isinstance(e, Size):
+        return Size(0, 0) if e in moved else Const(int(shapes[e.input][e.dim]))
+    if isinstance(e, Op):
+        return Op(e.name, tuple(_fixed(a, moved, shapes) for a in e.args))
+    return e
+
+
+def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
+    """The sizes on either side of the change of ``form``'s value (of the one free size) nearest ``start`` in each
+    direction within ``[low, high]``: scanned one by one up to :data:`_NEAR` away, then at doubling distances up
+    to the end, a change between two of those bisected to one step (a bound far from the start: a chunk of 8,192)."""
+
+    def at(v: int) -> int | None:
+        try:
+            return _value(form, ((v,),))
+        except _Zero:
+            return None
+
+    out: set[int] = set()
+    if not low <= start <= high:
+        return out
+    here = at(start)
+    for step, end in ((1, high), (-1, low)):
+        before = start
+        for v in _walk(start, step, end):
+            if at(v) != here:
+                while abs(v - before) > 1:  # the one step where it changes (the first, where it changes once)
+                    middle = (v + before) // 2
+                    before, v = (middle, v) if at(middle) == here else (before, middle)
+                out.update((before, v))
+                break
+            before = v
+    return out
+
+
+def _walk(start: int, step: int, end: int) -> Iterator[int]:
+    """From ``start`` towards ``end`` (included): one by one up to :data:`_NEAR` away, then at doubling distances."""
+    for distance in itertools.chain(range(1, _NEAR + 1), (_NEAR << k for k in itertools.count(1))):
+        v = start + step * distance
+        if (v - end) * step >= 0:
+            if end != start:
+                yield end
+            return
+        yield v
 
 
 def _sizes_in(e: Expr) -> Iterator[Size]:
@@ -283,7 +377,9 @@ def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Exp
         # a size of one symbol (torch._export.utils._check_symint); linear forms only
         (symbol,) = expr.free_symbols - bound.keys()
         a, b = _linear(expr, symbol)
-        rest = Op("sub", (at, _from_sympy(b, bound)))
+        # s = (size - b) / a, or (b - size) / -a: a sum the trace fixed (past + new == 15 gives a size 15 - s)
+        rest = Op("sub", (at, _from_sympy(b, bound)) if a > 0 else (_from_sympy(b, bound), at))
+        a = abs(a)
         if a == 1:  # s = size - b, with nothing to divide
             bound[symbol] = rest
             return
@@ -294,9 +390,9 @@ def _size_condition(at: Size, size: Any, bound: dict[Any, Expr]) -> Iterator[Exp
 
 
 def _linear(expr: Any, symbol: Any) -> tuple[int, Any]:
-    """``(a, b)`` of a size ``a*symbol + b``: an integer ``a > 0``, ``b`` free of ``symbol``."""
+    """``(a, b)`` of a size ``a*symbol + b``: an integer ``a != 0``, ``b`` free of ``symbol``."""
     a, b = expr.diff(symbol), expr.subs(symbol, 0)
-    if not (a.is_Integer and a > 0 and symbol not in b.free_symbols and (a * symbol + b - expr).expand() == 0):
+    if not (a.is_Integer and a != 0 and symbol not in b.free_symbols and (a * symbol + b - expr).expand() == 0):
         raise DomainError(f"a size of a form this reader does not solve for its symbol: {expr}")
     return int(a), b
 
