@@ -6,7 +6,7 @@ The base archive is real: a small model (two ``Linear`` layers behind operators,
 by ``export_piece_by_piece`` and saved by ``PieceByPieceExport.save`` when the harness starts, so it has a top
 program, two piece programs, weights and a manifest. An input starting with ``BY_SIZE_MARKER`` mutates another
 real archive instead, made on the first such input (its export takes seconds): ``Chunked`` of tests/_toy_models.py,
-whose ``PadToFour`` is a piece by size (Note [programs by size]): no program of its own, four programs by size in
+whose ``PadToFour`` is a piece by size (Note [programs by size]): no program of its own, five programs by size in
 the manifest's ``by_size``, each read for its domain at load. An input is a list of choices (:class:`ByteReader`)
 that apply one to four mutations to it:
 
@@ -62,7 +62,7 @@ _STRINGS = (
 _NUMBERS = (0, 1, -1, 2, 7, 31, 2**31, 2**47, 2**62, 2**63, -(2**63), 10**30)
 _JSON_MEMBERS = ("extra/pbp_manifest.json", "models/model.json", "models/piece_0.json", "models/piece_1.json", "data/weights/model_weights_config.json")
 BY_SIZE_MARKER = 0xB5  # the first byte of an input that mutates the archive of a piece by size
-_SIZED = tuple(f"models/piece_{i}.json" for i in range(4))  # Chunked's programs by size
+_SIZED = tuple(f"models/piece_{i}.json" for i in range(5))  # Chunked's programs by size
 _BY_SIZE_JSON_MEMBERS = ("extra/pbp_manifest.json", "models/model.json", *_SIZED, "data/weights/model_weights_config.json")
 _GUARDS = (
     f"L['tensors'][0].size()[1] >= 1 or {_CODE}", f"(lambda: {_CODE})() is None", "L['tensors'][0].stride()[0] >= 1",
@@ -91,7 +91,7 @@ def _targets() -> dict[str, Any]:
 
 def _by_size_base() -> dict[str, Any]:
     """The archive of a piece by size, made once, on the first input that asks for it (under libFuzzer, the
-    warm-up's): its four programs by size take seconds to export, which the other archive's inputs never wait for."""
+    warm-up's): its five programs by size take seconds to export, which the other archive's inputs never wait for."""
     t = _targets()
     if "by_size" not in t:
         torch = t["torch"]

@@ -118,10 +118,15 @@ def test_a_size_that_first_appears_in_an_expression_is_solved_for_its_symbol() -
 
     args = (torch.randn(9), torch.randn(4))
     program = torch.export.export(Twice(), args, dynamic_shapes={"tensors": ({0: 2 * a + 1}, {0: a})}, strict=False)
-    domain = domain_of(program)
-    runnable = program.module()
-    grid = [(n, m) for n in range(1, 40) for m in range(1, 20)]
-    ours = [domain.holds([(n,), (m,)]) for n, m in grid]
+    ours, theirs = _two_inputs(program, range(1, 40), range(1, 20))
+    assert ours == theirs and sum(ours) == 18  # m = 2..19 with n = 2m + 1 (n < 40)
+
+
+def _two_inputs(program: Any, first: range, second: range) -> tuple[list[bool], list[bool]]:
+    """Whether the domain of a program of two one-dimensional inputs holds, and whether torch runs the program, at
+    each pair of their lengths."""
+    domain, runnable = domain_of(program), program.module()
+    grid = [(n, m) for n in first for m in second]
     theirs = []
     for n, m in grid:
         try:
@@ -129,7 +134,7 @@ def test_a_size_that_first_appears_in_an_expression_is_solved_for_its_symbol() -
             theirs.append(True)
         except (AssertionError, RuntimeError):
             theirs.append(False)
-    assert ours == theirs and sum(ours) == 18  # m = 2..19 with n = 2m + 1 (n < 40)
+    return [domain.holds([(n,), (m,)]) for n, m in grid], theirs
 
 
 def test_floor_and_ceil_of_a_division_as_torch_prints_them() -> None:
@@ -236,42 +241,30 @@ def test_why_a_domain_refuses_names_its_first_false_condition_and_the_sizes_it_r
     assert domain.why_not([(4,)]) == "1 inputs where the program takes 2"
 
 
+class _SumOf15(torch.nn.Module):
+    """Doubles where its two inputs' lengths sum to 15: a branch on a sum of two sizes, as Llama 4's mask takes."""
+
+    def forward(self, *tensors: Any) -> Any:
+        first, second = tensors
+        joined = torch.cat([first, second])
+        return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
+
+
 def test_a_size_the_trace_gave_as_a_constant_less_a_symbol_is_solved_for_it() -> None:
     # code that branches on a sum of two sizes (Llama 4's mask: past + new == 15) makes torch fix the sum: the first
     # input's size is then 15 - s, of the second input's symbol s, which the domain solves for s (it refused such a
     # form); it holds exactly where torch runs the program
-    class Sum(torch.nn.Module):
-        def forward(self, *tensors: Any) -> Any:
-            first, second = tensors
-            joined = torch.cat([first, second])
-            return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
-
-    program = torch.export.export(Sum(), (torch.randn(9), torch.randn(6)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    program = torch.export.export(_SumOf15(), (torch.randn(9), torch.randn(6)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
     assert [str(n.meta["val"].shape[0]).startswith("15 - ") for n in program.graph.nodes if n.op == "placeholder"] == [True, False]
-    domain = domain_of(program)
-    runnable = program.module()
-    grid = [(n, m) for n in range(20) for m in range(20)]
-    theirs = []
-    for n, m in grid:
-        try:
-            runnable(torch.randn(n), torch.randn(m))
-            theirs.append(True)
-        except (AssertionError, RuntimeError):
-            theirs.append(False)
-    assert [domain.holds([(n,), (m,)]) for n, m in grid] == theirs and sum(theirs) == 12  # n + m == 15, each 2 to 13
+    ours, theirs = _two_inputs(program, range(20), range(20))
+    assert ours == theirs and sum(theirs) == 12  # n + m == 15, each 2 to 13
 
 
 def test_the_edges_of_a_domain_are_the_sizes_on_either_side_of_each_change_of_a_condition() -> None:
     # Note [edges of a domain]: the program of a call of 6 and 3 (a branch on their sum's being 15 or not) takes
     # every sum but 15: moving the first size from 6 (the second at 3), its condition changes between 11 and 12;
     # moving the second from 3, between 8 and 9
-    class Sum(torch.nn.Module):
-        def forward(self, *tensors: Any) -> Any:
-            first, second = tensors
-            joined = torch.cat([first, second])
-            return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
-
-    program = torch.export.export(Sum(), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    program = torch.export.export(_SumOf15(), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
     domain = domain_of(program)
     edges = domain.edges([(6,), (3,)], 0, 1, 200)
     assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0),): {11, 12}, ((1, 0),): {8, 9}}
@@ -280,7 +273,7 @@ def test_the_edges_of_a_domain_are_the_sizes_on_either_side_of_each_change_of_a_
         assert True in holds.values() and False in holds.values()
     # the sizes it holds equal move together, and a far bound is found by bisection (a named Dim's range up to 5,000)
     tied = torch.export.Dim("tied", min=2, max=5000)
-    program = torch.export.export(Sum(), (torch.randn(6), torch.randn(6)), dynamic_shapes={"tensors": ({0: tied}, {0: tied})}, strict=False)
+    program = torch.export.export(_SumOf15(), (torch.randn(6), torch.randn(6)), dynamic_shapes={"tensors": ({0: tied}, {0: tied})}, strict=False)
     edges = domain_of(program).edges([(6,), (6,)], 0, 1, 10_000)
     assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0), (1, 0)): {5000, 5001}}
     # with the first input a weight's (its size fixed), the second moves alone: its sum with 6 reaches 15 at 9

@@ -227,7 +227,7 @@ class Domain:
         return ""
 
     def edges(self, shapes: Sequence[Sequence[int]], first: int, low: int, high: int) -> dict[tuple[Size, ...], set[int]]:
-        """Note [edges of a domain]: for each set of sizes of inputs ``first`` and later that the domain holds equal
+        """Note [edges of a domain] (in ``export/_edges.py``): for each set of sizes of inputs ``first`` and later that the domain holds equal
         (its ``size == size`` conditions), the sizes in ``[low, high]`` on either side of each place where one of its
         other conditions changes its truth value, those sizes moved together from inputs of these ``shapes``
         (the others staying as they are). Conditions ``size == constant`` are left out: their edges are every

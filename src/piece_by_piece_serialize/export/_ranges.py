@@ -41,27 +41,8 @@ counted and not checked. Each is checked as the first example's points are, and 
 where none of its domains holds. The step then has 4 programs by size (more than one new token past the chunk, and
 a call crossing it) and its archive refuses 5 of the 92 calls, by name: the 4 whose 15 positions end one short of
 the chunk (12 past and 3 new), and one new token after 13 past, sides of the branches no point reached (Note [edges
-of a domain] reaches them). Without a piece by size the first example's points stay the only ones: more would
+of a domain] in :mod:`._edges` reaches them). Without a piece by size the first example's points stay the only ones: more would
 multiply the checks with no program to gain.
-
-Note [edges of a domain]
-~~~~~~~~~~~~~~~~~~~~~~~~
-A point that moves one dimension of an example reaches a branch on one size; Llama 4's mask also branches on the
-sum of two (``past + new == 15``, one short of its chunk: torch keeps ``8 * (past + new) != 120``), and on a bound
-one domain derives from another dimension (``past <= 12`` where more than one token is new), which no such point
-crossed. The domains of the programs by size say where those branches are: each condition of a domain, read with the
-sizes of the piece's call in an example, changes its truth value at some size of the dimensions it reads
-(:meth:`..domains.Domain.edges`, which moves together the sizes the domain holds equal: a cache's keys with its
-count). So once the points of every example are checked, each example's call of the piece is moved to each side of
-each such edge, each size through the model's dimensions it follows (equal to it in every example), and the points
-whose call no domain holds are checked as the others are (those of the same size moved alike first, then alone),
-each giving the piece a program by size where none holds; again while a round gives a program (at most
-:data:`_EDGE_ROUNDS`), as a new domain has edges of its own. Only sizes between those the examples span are
-moved to: past them, a piece that loops in Python over blocks of its sequence would get a program per block count
-(MiniMax's lightning attention reached :data:`._by_size.MOST` from one example of 6 positions and lost them all),
-and no point past the most programs a piece may have is tried. Llama 4's decode step gets 7 programs by size and its
-archive computes all 92 of the calls above, in a fresh process and in onnxruntime; a piece whose domains hold one
-size of a dimension (a loop unrolled, Note [one size per program]) has no edge there, as every other size is one.
 
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
@@ -70,7 +51,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -79,7 +60,8 @@ from ..domains import DomainError, domain_of
 from ..serialize import make_copy
 from ._alone import contiguous, described_calls, flat_result, runnable_of
 from ._blame import OTHER, Failure
-from ._by_size import MOST, BySize, add_at, judge, shapes_of
+from ._by_size import BySize, add_at, judge, shapes_of
+from ._edges import ROUNDS, edge_points, followed
 from ._errors import PieceByPieceExportError
 from ._examples import (
     DimSpec,
@@ -261,12 +243,12 @@ class RangeChecks:
                 tries = ([point] if i else []) + ([alike] if len(alike) > 1 and (i or (name, size) in refused) else [])
                 attempt(i, tries, lambda sized, i=i, name=name, size=size, point=point: (
                     f"{label(name)}={size}{' with the dimensions of its size' if sized is not point else ''} (example {i + 1}'s other sizes)"))
-        edges, pieces = 0, self._followed(every)
-        for _ in range(_EDGE_ROUNDS):  # Note [edges of a domain]: again while the last round gave a piece a program
+        edges, pieces = 0, followed(self.by_size, self.wrappers, self.recordings, every)
+        for _ in range(ROUNDS):  # Note [edges of a domain]: again while the last round gave a piece a program
             made = sum(len(b.programs) for b in self.by_size.values())
             before = outcomes["checked"]
             for i in range(len(self.examples)):
-                for tries in self._edge_points(i, every, pieces):
+                for tries in edge_points(i, every, pieces, self.by_size):
                     attempt(i, tries, lambda sized, i=i: f"{', '.join(f'{label(n)}={s}' for n, s in sized.items())} (example {i + 1}'s other sizes, at the edge of a domain of a piece by size)")
             edges += outcomes["checked"] - before
             if sum(len(b.programs) for b in self.by_size.values()) == made:
@@ -277,60 +259,6 @@ class RangeChecks:
                 + (f"; {edges} of them at the edges of their domains" if edges else "") + ")"
                 + (f"; {outcomes['refused']} the model itself refuses" if outcomes["refused"] else "")
                 + (f"; {outcomes['over']} over the checks' limit of {_mib(self.check_bytes or 0)}, not checked" if outcomes["over"] else "")]
-
-    def _edge_points(self, i: int, every: Sequence[Mapping[str, tuple[int, Any]]],
-                     pieces: Mapping[str, tuple[dict[int, list[tuple[int, ...]]], dict[tuple[int, int], set[str]]]]) -> Iterator[list[dict[str, int]]]:  # fmt: skip
-        """Note [edges of a domain]: example ``i``'s sizes with the model's dimensions moved that the sizes each piece
-        by size's domains hold equal follow, to each side of each of their edges (``every``: each example's groups;
-        ``pieces``: :meth:`_followed`'s); each made when the last is checked, as that one may have given the piece the
-        program that holds the next."""
-        dims, points = every[i], []
-        # the sizes of each dimension the examples span: past them, a loop unrolled would get a program per step
-        hull = {n: (min(e[n][0] for e in every), max(e[n][0] for e in every)) for n in dims}
-        low, high = min((a for a, _ in hull.values()), default=1), max((b for _, b in hull.values()), default=1)
-        for path, by_size in list(self.by_size.items()):
-            calls, follows = pieces.get(path, ({}, {}))
-            if i not in calls:
-                continue
-            for _, domain, _ in list(by_size.programs):
-                for sizes, values in domain.edges(calls[i], len(by_size.names), low, high).items():
-                    moving = set().union(*(follows[at.input, at.dim] for at in sizes))
-                    if not moving or not all(follows[at.input, at.dim] for at in sizes):
-                        continue  # a size of the piece no dimension of the model's gives: no point moves it
-                    for value in sorted(values):
-                        point = {n: value for n in sorted(moving)}
-                        if not all(hull[n][0] <= value <= hull[n][1] for n in moving) or point in points or len(by_size.programs) >= MOST:
-                            continue  # between the examples' sizes only, and never past the most programs a piece has
-                        # with the dimensions of the same size first (a cache's keys with its count), as eager
-                        # refuses a cache whose keys moved alone; then alone
-                        alike = {n: value for n, (s, _) in dims.items() if s in {dims[m][0] for m in moving}}
-                        # the piece's call at each: one a domain holds is checked by the points of the ranges; a
-                        # program is what a point at an edge is for
-                        tries = [t for t in ([alike, point] if alike != point else [point]) if by_size.choose(_there(calls[i], follows, t)) is None]
-                        if tries:
-                            points.append(point)
-                            yield tries
-
-    def _followed(self, every: Sequence[Mapping[str, tuple[int, Any]]]) -> dict[str, tuple[dict[int, list[tuple[int, ...]]], dict[tuple[int, int], set[str]]]]:
-        """For each piece by size: the flat input shapes (weights first) of its first call of the structure its
-        programs compute, in each example that makes one, and the model's dimensions (of ``every``: each example's
-        groups) each size of those calls but the weights' follows: equal to it in every one of those examples."""
-        out = {}
-        for path, by_size in self.by_size.items():
-            op = self.wrappers[path]._pbp_op
-            calls = {}
-            for k, recording in enumerate(self.recordings):
-                made = recording.calls.get(path, [])[:1]
-                if made:
-                    described, _ = described_calls(made, op)
-                    if described[0].key == by_size.key:
-                        calls[k] = shapes_of(op.weights_of(), described[0].tensors)
-            if calls:
-                shapes = next(iter(calls.values()))
-                follows = {(j, d): {n for n in every[0] if all(every[k][n][0] == calls[k][j][d] for k in calls)}
-                           for j in range(len(by_size.names), len(shapes)) for d in range(len(shapes[j]))}  # fmt: skip
-                out[path] = (calls, follows)
-        return out
 
     def hints_at_guarded_examples(self, partition: dict[str, str] | None) -> None:
         """Note [guards on a hint]: where no point of the ranges found a guard, an example the program refuses by one
@@ -583,14 +511,6 @@ def named_hints(specs: Sequence[DimSpec | None], partition: Mapping[str, str] | 
             new[d] = spec
         out.append(new)
     return out
-
-
-def _there(shapes: Sequence[tuple[int, ...]], follows: Mapping[tuple[int, int], set[str]], point: Mapping[str, int]) -> list[tuple[int, ...]]:
-    """A piece's call's ``shapes`` at ``point``: each size that ``follows`` a model's dimension the point moves, moved."""
-    return [tuple(next((point[n] for n in follows.get((j, d), ()) if n in point), s) for d, s in enumerate(shape)) for j, shape in enumerate(shapes)]
-
-
-_EDGE_ROUNDS = 3  # rounds of points at the edges of the domains of pieces by size (Note [edges of a domain])
 
 
 def _mib(n: int) -> str:
