@@ -63,11 +63,15 @@ def followed(by_size: Mapping[str, BySize], wrappers: Mapping[str, Any], recordi
     return out
 
 
-def edge_points(i: int, every: Sequence[Mapping[str, tuple[int, Any]]], pieces: Followed, by_size: Mapping[str, BySize]) -> Iterator[list[dict[str, int]]]:
+def edge_points(i: int, every: Sequence[Mapping[str, tuple[int, Any]]], pieces: Followed, by_size: Mapping[str, BySize],
+                scanned: set[tuple[str, int, int]]) -> Iterator[list[dict[str, int]]]:  # fmt: skip
     """Example ``i``'s sizes with the model's dimensions moved that the sizes each piece by size's domains hold equal
     follow (``pieces``: :func:`followed`'s), to each side of each of their edges, between the sizes the examples
     span (``every``: each example's groups): for each point, the sizes to try in turn. Each is made when the last
-    is checked, as that one may have given the piece the program that holds the next."""
+    is checked, as that one may have given the piece the program that holds the next. A domain is read once for an
+    example (``scanned``: the piece, the example and the program's place, of the rounds before): a later round reads
+    the new programs' (its points were tried, held by a domain, or past the most programs, which more programs
+    do not change)."""
     dims, points = every[i], []
     # the sizes of each dimension the examples span: past them, a loop unrolled would get a program per step
     hull = {n: (min(e[n][0] for e in every), max(e[n][0] for e in every)) for n in dims}
@@ -76,7 +80,10 @@ def edge_points(i: int, every: Sequence[Mapping[str, tuple[int, Any]]], pieces: 
         calls, follows = pieces.get(path, ({}, {}))
         if i not in calls:
             continue
-        for _, domain, _ in list(sized.programs):
+        for index, (_, domain, _) in enumerate(list(sized.programs)):
+            if (path, i, index) in scanned:
+                continue
+            scanned.add((path, i, index))
             for sizes, values in domain.edges(calls[i], len(sized.names), low, high).items():
                 moving = set().union(*(follows[at.input, at.dim] for at in sizes))
                 if not moving or not all(follows[at.input, at.dim] for at in sizes):

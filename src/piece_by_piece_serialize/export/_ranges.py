@@ -243,12 +243,12 @@ class RangeChecks:
                 tries = ([point] if i else []) + ([alike] if len(alike) > 1 and (i or (name, size) in refused) else [])
                 attempt(i, tries, lambda sized, i=i, name=name, size=size, point=point: (
                     f"{label(name)}={size}{' with the dimensions of its size' if sized is not point else ''} (example {i + 1}'s other sizes)"))
-        edges, pieces = 0, followed(self.by_size, self.wrappers, self.recordings, every)
+        edges, pieces, scanned = 0, followed(self.by_size, self.wrappers, self.recordings, every), set[tuple[str, int, int]]()
         for _ in range(ROUNDS):  # Note [edges of a domain]: again while the last round gave a piece a program
             made = sum(len(b.programs) for b in self.by_size.values())
             before = outcomes["checked"]
             for i in range(len(self.examples)):
-                for tries in edge_points(i, every, pieces, self.by_size):
+                for tries in edge_points(i, every, pieces, self.by_size, scanned):
                     attempt(i, tries, lambda sized, i=i: f"{', '.join(f'{label(n)}={s}' for n, s in sized.items())} (example {i + 1}'s other sizes, at the edge of a domain of a piece by size)")
             edges += outcomes["checked"] - before
             if sum(len(b.programs) for b in self.by_size.values()) == made:
