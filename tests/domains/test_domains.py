@@ -241,20 +241,24 @@ def test_why_a_domain_refuses_names_its_first_false_condition_and_the_sizes_it_r
     assert domain.why_not([(4,)]) == "1 inputs where the program takes 2"
 
 
-class _SumOf15(torch.nn.Module):
-    """Doubles where its two inputs' lengths sum to 15: a branch on a sum of two sizes, as Llama 4's mask takes."""
+class _SumOf(torch.nn.Module):
+    """Doubles where its two inputs' lengths sum to ``total``: a branch on a sum of two sizes, as Llama 4's mask takes."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.total = total
 
     def forward(self, *tensors: Any) -> Any:
         first, second = tensors
         joined = torch.cat([first, second])
-        return (joined * 2 if first.shape[0] + second.shape[0] == 15 else joined,)
+        return (joined * 2 if first.shape[0] + second.shape[0] == self.total else joined,)
 
 
 def test_a_size_the_trace_gave_as_a_constant_less_a_symbol_is_solved_for_it() -> None:
     # code that branches on a sum of two sizes (Llama 4's mask: past + new == 15) makes torch fix the sum: the first
     # input's size is then 15 - s, of the second input's symbol s, which the domain solves for s (it refused such a
     # form); it holds exactly where torch runs the program
-    program = torch.export.export(_SumOf15(), (torch.randn(9), torch.randn(6)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    program = torch.export.export(_SumOf(15), (torch.randn(9), torch.randn(6)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
     assert [str(n.meta["val"].shape[0]).startswith("15 - ") for n in program.graph.nodes if n.op == "placeholder"] == [True, False]
     ours, theirs = _two_inputs(program, range(20), range(20))
     assert ours == theirs and sum(theirs) == 12  # n + m == 15, each 2 to 13
@@ -264,7 +268,7 @@ def test_the_edges_of_a_domain_are_the_sizes_on_either_side_of_each_change_of_a_
     # Note [edges of a domain]: the program of a call of 6 and 3 (a branch on their sum's being 15 or not) takes
     # every sum but 15: moving the first size from 6 (the second at 3), its condition changes between 11 and 12;
     # moving the second from 3, between 8 and 9
-    program = torch.export.export(_SumOf15(), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    program = torch.export.export(_SumOf(15), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
     domain = domain_of(program)
     edges = domain.edges([(6,), (3,)], 0, 1, 200)
     assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0),): {11, 12}, ((1, 0),): {8, 9}}
@@ -273,9 +277,53 @@ def test_the_edges_of_a_domain_are_the_sizes_on_either_side_of_each_change_of_a_
         assert True in holds.values() and False in holds.values()
     # the sizes it holds equal move together, and a far bound is found by bisection (a named Dim's range up to 5,000)
     tied = torch.export.Dim("tied", min=2, max=5000)
-    program = torch.export.export(_SumOf15(), (torch.randn(6), torch.randn(6)), dynamic_shapes={"tensors": ({0: tied}, {0: tied})}, strict=False)
+    program = torch.export.export(_SumOf(15), (torch.randn(6), torch.randn(6)), dynamic_shapes={"tensors": ({0: tied}, {0: tied})}, strict=False)
     edges = domain_of(program).edges([(6,), (6,)], 0, 1, 10_000)
     assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0), (1, 0)): {5000, 5001}}
     # with the first input a weight's (its size fixed), the second moves alone: its sum with 6 reaches 15 at 9
     edges = domain_of(program).edges([(6,), (6,)], 1, 1, 10_000)
     assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((1, 0),): {8, 9, 5000, 5001}}
+
+
+def test_the_edge_of_an_affine_condition_is_solved_for_at_any_distance() -> None:
+    # a branch on a sum of sizes far from the example's (Llama 4's chunk of 8,192 against a call of a few tokens):
+    # the one size where its `!=` fails is solved for, where samples at doubling distances stepped over it
+    program = torch.export.export(_SumOf(1000), (torch.randn(6), torch.randn(3)), dynamic_shapes={"tensors": ({0: DYNAMIC}, {0: DYNAMIC})}, strict=False)
+    domain = domain_of(program)
+    edges = domain.edges([(6,), (3,)], 0, 1, 5000)
+    assert {tuple((s.input, s.dim) for s in k): v for k, v in edges.items()} == {((0, 0),): {996, 997}, ((1, 0),): {993, 994}}
+    assert domain.holds([(996,), (3,)]) and not domain.holds([(997,), (3,)]) and domain.holds([(998,), (3,)])
+    # past the sizes the edges may reach, none
+    assert domain.edges([(6,), (3,)], 0, 1, 990) == {}
+
+
+def test_the_edges_of_a_condition_are_its_first_changes_either_side_as_a_scan_of_every_size_finds_them() -> None:
+    # solved for where affine (a change 900 sizes away, a second change after a first, a product by zero), scanned
+    # near the start where not (a remainder): each against a scan of every size from the start
+    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
+
+    x = Size(0, 0)
+
+    def first_changes(condition: Any, start: int, low: int, high: int) -> set[int]:
+        value = [bool(Domain((condition,), 1, (x,), (1,)).holds([(v,)])) for v in range(low, high + 1)]
+        here, out = value[start - low], set()
+        for steps in (range(start + 1, high + 1), range(start - 1, low - 1, -1)):
+            for v in steps:
+                if value[v - low] != here:
+                    out.update((v, v - 1 if v > start else v + 1))
+                    break
+        return out
+
+    conditions = [
+        Op("ne", (Op("mul", (Const(8), Op("add", (x, Const(3))))), Const(8 * 1000))),  # only 997 is outside
+        Op("and", (Op("le", (x, Const(300))), Op("ne", (x, Const(150))))),
+        Op("or", (Op("gt", (Op("mul", (Const(0), x)), Const(5))), Op("ge", (Op("neg", (x,)), Const(-40))))),
+        Op("lt", (Op("sub", (x, x)), Const(1))),  # true at every size: no edge
+        Op("eq", (Op("mod", (x, Const(7))), Const(3))),  # not affine: scanned, its first changes near the start
+        Op("gt", (Op("sub", (Const(1999), Op("mul", (x, Const(2))))), Op("floordiv", (Const(9), Const(2))))),
+    ]
+    for condition in conditions:
+        for start, low, high in ((100, 1, 2000), (5, 1, 100), (160, 140, 1200)):
+            want = first_changes(condition, start, low, high)
+            got = Domain((condition,), 1, (x,), (1,)).edges([(start,)], 0, low, high)
+            assert got.get((x,), set()) == want, (str(condition), start, got, want)

@@ -31,7 +31,7 @@ import itertools
 import math
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["Const", "Domain", "DomainError", "Op", "Size", "domain_of"]
 
@@ -227,11 +227,11 @@ class Domain:
         return ""
 
     def edges(self, shapes: Sequence[Sequence[int]], first: int, low: int, high: int) -> dict[tuple[Size, ...], set[int]]:
-        """Note [edges of a domain] (in ``export/_edges.py``): for each set of sizes of inputs ``first`` and later that the domain holds equal
-        (its ``size == size`` conditions), the sizes in ``[low, high]`` on either side of each place where one of its
-        other conditions changes its truth value, those sizes moved together from inputs of these ``shapes``
-        (the others staying as they are). Conditions ``size == constant`` are left out: their edges are every
-        other size. Empty sets are left out."""
+        """For each set of sizes of inputs ``first`` and later that the domain holds equal (its ``size == size``
+        conditions), the sizes in ``[low, high]`` on either side of each place where one of its other conditions
+        changes its truth value, those sizes moved together from inputs of these ``shapes`` (the others staying as
+        they are; Note [edges of a domain] in ``export/_edges.py``). Conditions ``size == constant`` are left out:
+        their edges are every other size. Empty sets are left out."""
         tied: dict[Size, Size] = {}  # a union-find over the sizes the domain holds equal
 
         def root(at: Size) -> Size:
@@ -291,8 +291,11 @@ def _fixed(e: Expr, moved: frozenset[Size], shapes: Sequence[Sequence[int]]) -> 
 
 def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
     """The sizes on either side of the change of ``form``'s value (of the one free size) nearest ``start`` in each
-    direction within ``[low, high]``: scanned one by one up to :data:`_NEAR` away, then at doubling distances up
-    to the end, a change between two of those bisected to one step (a bound far from the start: a chunk of 8,192)."""
+    direction within ``[low, high]``. Where every comparison in it is of two affine functions of the size, the
+    sizes where one of them changes are solved for (:func:`_turns`), so a change at any distance is found, the
+    point where a ``!=`` fails among them (Llama 4's ``8 * (past + new) != 65528`` at a chunk of 8,192); else
+    scanned one by one up to :data:`_NEAR` away, then at doubling distances up to the end, a change between two of
+    those bisected to one step (a bound far from the start)."""
 
     def at(v: int) -> int | None:
         try:
@@ -304,6 +307,15 @@ def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
     if not low <= start <= high:
         return out
     here = at(start)
+    turns = _turns(form)
+    if turns is not None:  # between two sizes where none of its comparisons changes, the form keeps its value
+        above = sorted(v for v in turns if start < v <= high)  # a comparison changes between v - 1 and v
+        below = sorted((v - 1 for v in turns if low <= v - 1 < start), reverse=True)  # ... between u and u + 1
+        for side, step in ((above, -1), (below, 1)):
+            v = next((v for v in side if at(v) != here), None)
+            if v is not None:
+                out.update((v + step, v))
+        return out
     for step, end in ((1, high), (-1, low)):
         before = start
         for v in _walk(start, step, end):
@@ -315,6 +327,56 @@ def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
                 break
             before = v
     return out
+
+
+def _turns(form: Expr) -> set[int] | None:
+    """The sizes ``v`` of the one free size where a comparison in ``form`` has another value at ``v - 1`` than at
+    ``v`` (a few more do no harm), or ``None`` when a comparison is not of two affine functions of the size."""
+    if isinstance(form, Op) and form.name in _COMPARE:
+        left, right = _affine(form.args[0]), _affine(form.args[1])
+        if left is None or right is None:
+            return None
+        slope, offset = left[0] - right[0], left[1] - right[1]
+        if slope == 0:  # the same value at every size
+            return set()
+        root = -offset // slope  # the floor of the size where the two sides meet: a change at root, root + 1 or + 2
+        return {root, root + 1, root + 2}
+    if isinstance(form, Op) and form.name in ("and", "or", "not"):
+        out: set[int] = set()
+        for arg in form.args:
+            turns = _turns(arg)
+            if turns is None:
+                return None
+            out |= turns
+        return out
+    return None
+
+
+def _affine(e: Expr) -> tuple[int, int] | None:
+    """``(a, b)`` where ``e`` is ``a * size + b`` of the one free size, whatever the size; ``None`` when it is not."""
+    if isinstance(e, Size):
+        return 1, 0
+    if isinstance(e, Const):
+        return 0, e.value
+    args = [_affine(a) for a in e.args]
+    if any(a is None for a in args):
+        return None
+    terms = cast("list[tuple[int, int]]", args)
+    name = e.name
+    if all(a == 0 for a, _ in terms):  # the same value at every size (``0 * size`` too): that value
+        try:
+            return 0, _value(Op(name, tuple(Const(b) for _, b in terms)), ())
+        except _Zero:
+            return None
+    if name in ("add", "sub"):
+        (a, b), (c, d) = terms
+        return (a + c, b + d) if name == "add" else (a - c, b - d)
+    if name == "neg":
+        return -terms[0][0], -terms[0][1]
+    if name == "mul" and (terms[0][0] == 0 or terms[1][0] == 0):
+        (a, b), (c, d) = terms
+        return a * d + c * b, b * d
+    return None  # a division, a remainder, a max or min of the size, a product of it with itself
 
 
 def _walk(start: int, step: int, end: int) -> Iterator[int]:

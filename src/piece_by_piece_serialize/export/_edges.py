@@ -3,22 +3,24 @@ give no program for a side of a branch (Note [edges of a domain]), for :mod:`._r
 
 Note [edges of a domain]
 ~~~~~~~~~~~~~~~~~~~~~~~~
-A point that moves one dimension of an example reaches a branch on one size; Llama 4's mask also branches on the
-sum of two (``past + new == 15``, one short of its chunk: torch keeps ``8 * (past + new) != 120``), and on a bound
-one domain derives from another dimension (``past <= 12`` where more than one token is new), which no such point
+A point that moves one dimension of an example reaches a branch on one size; Llama 4's mask also branches on the sum
+of two (``past + new == 15``, one short of its chunk: torch keeps ``8 * (past + new) != 120``), and on a bound one
+domain derives from another dimension (``past <= 12`` where more than one token is new), which no such point
 crossed. The domains of the programs by size say where those branches are: each condition of a domain, read with the
 sizes of the piece's call in an example, changes its truth value at some size of the dimensions it reads
 (:meth:`..domains.Domain.edges`, which moves together the sizes the domain holds equal: a cache's keys with its
-count). So once the points of every example are checked, each example's call of the piece is moved to each side of
-each such edge, each size through the model's dimensions it follows (equal to it in every example), and the points
-whose call no domain holds are checked as the others are (those of the same size moved alike first, then alone),
-each giving the piece a program by size where none holds; again while a round gives a program (at most
-:data:`ROUNDS`), as a new domain has edges of its own. Only sizes between those the examples span are
-moved to: past them, a piece that loops in Python over blocks of its sequence would get a program per block count
-(MiniMax's lightning attention reached :data:`._by_size.MOST` from one example of 6 positions and lost them all),
-and no point past the most programs a piece may have is tried. Llama 4's decode step gets 7 programs by size and its
-archive computes all 92 of the calls above, in a fresh process and in onnxruntime; a piece whose domains hold one
-size of a dimension (a loop unrolled, Note [one size per program]) has no edge there, as every other size is one.
+count): where the condition compares affine functions of the moved size (the sum's ``!=``), the sizes where it
+changes are solved for, at any distance; other forms (a division, a remainder) are scanned near the example, then at
+doubling distances. So once the points of every example are checked, each example's call of the piece is moved to
+each side of each such edge, each size through the model's dimensions it follows (equal to it in every example), and
+the points whose call no domain holds are checked as the others are (those of the same size moved alike first, then
+alone), each giving the piece a program by size where none holds; again while a round gives a program (at most
+:data:`ROUNDS`), as a new domain has edges of its own. Only sizes between those the examples span are moved to: past
+them, a piece that loops in Python over blocks of its sequence would get a program per block count (MiniMax's
+lightning attention reached :data:`._by_size.MOST` from one example of 6 positions and lost them all), and no point
+past the most programs a piece may have is tried. Llama 4's decode step gets 7 programs by size and its archive
+computes all 92 of the calls above, in a fresh process and in onnxruntime; a piece whose domains hold one size of a
+dimension (a loop unrolled, Note [one size per program]) has no edge there, as every other size is one.
 
 Imports: the modules of this package below :mod:`._job` (:mod:`._alone`, :mod:`._by_size`).
 """
