@@ -298,8 +298,9 @@ def test_the_edge_of_an_affine_condition_is_solved_for_at_any_distance() -> None
 
 
 def test_the_edges_of_a_condition_are_its_first_changes_either_side_as_a_scan_of_every_size_finds_them() -> None:
-    # solved for where affine (a change 900 sizes away, a second change after a first, a product by zero), scanned
-    # near the start where not (a remainder): each against a scan of every size from the start
+    # solved for where affine (a change 900 sizes away, a second change after a first, a product by zero, sides
+    # that meet between two sizes), scanned near the start where not (a remainder): each against a scan of every
+    # size from the start
     from piece_by_piece_serialize.domains import Const, Domain, Op, Size
 
     x = Size(0, 0)
@@ -321,6 +322,8 @@ def test_the_edges_of_a_condition_are_its_first_changes_either_side_as_a_scan_of
         Op("lt", (Op("sub", (x, x)), Const(1))),  # true at every size: no edge
         Op("eq", (Op("mod", (x, Const(7))), Const(3))),  # not affine: scanned, its first changes near the start
         Op("gt", (Op("sub", (Const(1999), Op("mul", (x, Const(2))))), Op("floordiv", (Const(9), Const(2))))),
+        Op("not", (Op("lt", (Op("mul", (Const(3), x)), Const(1000))),)),  # where the sides meet between two sizes
+        Op("le", (Op("sub", (Const(500), Op("mul", (x, Const(3))))), Const(7))),
     ]
     for condition in conditions:
         for start, low, high in ((100, 1, 2000), (5, 1, 100), (160, 140, 1200)):

@@ -331,7 +331,7 @@ def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
 
 def _turns(form: Expr) -> set[int] | None:
     """The sizes ``v`` of the one free size where a comparison in ``form`` has another value at ``v - 1`` than at
-    ``v`` (a few more do no harm), or ``None`` when a comparison is not of two affine functions of the size."""
+    ``v`` (and sizes where none does, which do no harm), or ``None`` when a comparison is not of two affine functions of the size."""
     if isinstance(form, Op) and form.name in _COMPARE:
         left, right = _affine(form.args[0]), _affine(form.args[1])
         if left is None or right is None:
@@ -339,8 +339,8 @@ def _turns(form: Expr) -> set[int] | None:
         slope, offset = left[0] - right[0], left[1] - right[1]
         if slope == 0:  # the same value at every size
             return set()
-        root = -offset // slope  # the floor of the size where the two sides meet: a change at root, root + 1 or + 2
-        return {root, root + 1, root + 2}
+        root = -offset // slope  # the floor of the size where the sides meet: a change from root - 1 or from root
+        return {root, root + 1}
     if isinstance(form, Op) and form.name in ("and", "or", "not"):
         out: set[int] = set()
         for arg in form.args:
