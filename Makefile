@@ -38,7 +38,7 @@ demo: venv
 	$(BIN)/python -m piece_by_piece_serialize demo
 
 test: venv-test lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # ruff on the package, mypy --strict on the package (both configured in pyproject.toml); part of make test
 lint: venv-test
