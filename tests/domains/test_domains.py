@@ -295,38 +295,3 @@ def test_the_edge_of_an_affine_condition_is_solved_for_at_any_distance() -> None
     assert domain.holds([(996,), (3,)]) and not domain.holds([(997,), (3,)]) and domain.holds([(998,), (3,)])
     # past the sizes the edges may reach, none
     assert domain.edges([(6,), (3,)], 0, 1, 990) == {}
-
-
-def test_the_edges_of_a_condition_are_its_first_changes_either_side_as_a_scan_of_every_size_finds_them() -> None:
-    # solved for where affine (a change 900 sizes away, a second change after a first, a product by zero, sides
-    # that meet between two sizes), scanned near the start where not (a remainder): each against a scan of every
-    # size from the start
-    from piece_by_piece_serialize.domains import Const, Domain, Op, Size
-
-    x = Size(0, 0)
-
-    def first_changes(condition: Any, start: int, low: int, high: int) -> set[int]:
-        value = [bool(Domain((condition,), 1, (x,), (1,)).holds([(v,)])) for v in range(low, high + 1)]
-        here, out = value[start - low], set()
-        for steps in (range(start + 1, high + 1), range(start - 1, low - 1, -1)):
-            for v in steps:
-                if value[v - low] != here:
-                    out.update((v, v - 1 if v > start else v + 1))
-                    break
-        return out
-
-    conditions = [
-        Op("ne", (Op("mul", (Const(8), Op("add", (x, Const(3))))), Const(8 * 1000))),  # only 997 is outside
-        Op("and", (Op("le", (x, Const(300))), Op("ne", (x, Const(150))))),
-        Op("or", (Op("gt", (Op("mul", (Const(0), x)), Const(5))), Op("ge", (Op("neg", (x,)), Const(-40))))),
-        Op("lt", (Op("sub", (x, x)), Const(1))),  # true at every size: no edge
-        Op("eq", (Op("mod", (x, Const(7))), Const(3))),  # not affine: scanned, its first changes near the start
-        Op("gt", (Op("sub", (Const(1999), Op("mul", (x, Const(2))))), Op("floordiv", (Const(9), Const(2))))),
-        Op("not", (Op("lt", (Op("mul", (Const(3), x)), Const(1000))),)),  # where the sides meet between two sizes
-        Op("le", (Op("sub", (Const(500), Op("mul", (x, Const(3))))), Const(7))),
-    ]
-    for condition in conditions:
-        for start, low, high in ((100, 1, 2000), (5, 1, 100), (160, 140, 1200)):
-            want = first_changes(condition, start, low, high)
-            got = Domain((condition,), 1, (x,), (1,)).edges([(start,)], 0, low, high)
-            assert got.get((x,), set()) == want, (str(condition), start, got, want)

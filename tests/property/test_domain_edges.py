@@ -1,4 +1,4 @@
-"""Property: ``Domain.edges`` of a condition on one size gives the first change of its value on either side of the
+"""``Domain.edges`` of a condition on one size gives the first change of its value on either side of the
 start, as a scan of every size finds it (Note [edges of a domain] in ``export/_edges.py``).
 
 Conditions are drawn over the domain reader's vocabulary (sums, products, negations, floor divisions, remainders,
@@ -73,20 +73,46 @@ def _scanned(domain: Domain, start: int, low: int, high: int) -> set[int]:
 
 
 def _edges(condition: Any, start: int, low: int, high: int) -> tuple[set[int], set[int]]:
-    # a condition ``size == constant`` or ``size == size`` is a domain's fixed size or tie, which has no edges
-    assume(not (isinstance(condition, Op) and condition.name == "eq" and isinstance(condition.args[0], Size)
-                and isinstance(condition.args[1], Const | Size)))  # fmt: skip
+    """The edges ``Domain.edges`` gives a domain of ``condition`` alone, and those a scan of every size finds."""
     domain = Domain((condition,), 1, (X,), (1,))
     return domain.edges([(start,)], 0, low, high).get((X,), set()), _scanned(domain, start, low, high)
 
 
+def _no_tie(condition: Any) -> None:
+    # a condition ``size == constant`` or ``size == size`` is a domain's fixed size or tie, which has no edges
+    assume(not (isinstance(condition, Op) and condition.name == "eq" and isinstance(condition.args[0], Size)
+                and isinstance(condition.args[1], Const | Size)))  # fmt: skip
+
+
 @given(_conditions(affine=False), st.integers(1, 2000))
 def test_near_the_start_the_edges_of_any_condition_are_its_first_changes(condition: Any, start: int) -> None:
+    _no_tie(condition)
     got, want = _edges(condition, start, max(1, start - 60), start + 60)
     assert got == want, str(condition)
 
 
 @given(_conditions(affine=True), st.integers(1, 5000))
 def test_the_edges_of_an_affine_condition_are_its_first_changes_at_any_distance(condition: Any, start: int) -> None:
+    _no_tie(condition)
     got, want = _edges(condition, start, 1, 5000)
     assert got == want, str(condition)
+
+
+def test_the_edges_of_named_conditions_are_their_first_changes_either_side() -> None:
+    # solved for where affine (a change 900 sizes away, a second change after a first, a product by zero, sides
+    # that meet between two sizes), scanned near the start where not (a remainder): each against a scan of every
+    # size from the start
+    conditions = [
+        Op("ne", (Op("mul", (Const(8), Op("add", (X, Const(3))))), Const(8 * 1000))),  # only 997 is outside
+        Op("and", (Op("le", (X, Const(300))), Op("ne", (X, Const(150))))),
+        Op("or", (Op("gt", (Op("mul", (Const(0), X)), Const(5))), Op("ge", (Op("neg", (X,)), Const(-40))))),
+        Op("lt", (Op("sub", (X, X)), Const(1))),  # true at every size: no edge
+        Op("eq", (Op("mod", (X, Const(7))), Const(3))),  # not affine: scanned, its first changes near the start
+        Op("gt", (Op("sub", (Const(1999), Op("mul", (X, Const(2))))), Op("floordiv", (Const(9), Const(2))))),
+        Op("not", (Op("lt", (Op("mul", (Const(3), X)), Const(1000))),)),  # where the sides meet between two sizes
+        Op("le", (Op("sub", (Const(500), Op("mul", (X, Const(3))))), Const(7))),
+    ]
+    for condition in conditions:
+        for start, low, high in ((100, 1, 2000), (5, 1, 100), (160, 140, 1200)):
+            got, want = _edges(condition, start, low, high)
+            assert got == want, (str(condition), start, got, want)
