@@ -331,7 +331,8 @@ def _crossings(form: Expr, start: int, low: int, high: int) -> set[int]:
 
 def _turns(form: Expr) -> set[int] | None:
     """The sizes ``v`` of the one free size where a comparison in ``form`` has another value at ``v - 1`` than at
-    ``v`` (and sizes where none does, which do no harm), or ``None`` when a comparison is not of two affine functions of the size."""
+    ``v`` (and sizes where none does, which do no harm), or ``None`` when a comparison is not of two affine
+    functions of the size."""
     if isinstance(form, Op) and form.name in _COMPARE:
         left, right = _affine(form.args[0]), _affine(form.args[1])
         if left is None or right is None:

@@ -13,17 +13,16 @@ recorded calls, raised a constraint violation (a piece given by ``classes=``: a 
 reference scan loops over the sequence in Python, is specialized to each length it is traced at); or its
 program refused one of its recorded calls.
 
-So such a piece gets a program per domain. The first of its recorded calls (of the structure its operator
-carries) is exported with hints; its domain takes every recorded call it holds for, the program is checked on
-them as any own program is; the first call it does not hold for is exported next, and so on, up to
-:data:`MOST` programs. At the points of the declared ranges (:mod:`._ranges`), and at the edges of its domains
-between the examples' sizes (Note [edges of a domain] in :mod:`._edges`), the piece's call goes to the program whose domain
-holds for it, and is checked on it, or, when none does, gets a program of its own. A
-call is always computed by the first program whose domain holds for it; one no domain holds for is refused,
-by name, where the programs run: the ONNX function of the piece (Note [pieces by size] in :mod:`..onnx_export`)
-and the loaded archive's operator (:mod:`..artifact._ops`), which runs the piece's module there instead when the
-user gives its class or an instance in ``implementations=``. Inside the export the piece runs its module, as
-every piece behind an operator does.
+So such a piece gets a program per domain. The first of its recorded calls (of the structure its operator carries)
+is exported with hints; its domain takes every recorded call it holds for, the program is checked on them as any own
+program is; the first call it does not hold for is exported next, and so on, up to :data:`MOST` programs. At the
+points of the declared ranges (:mod:`._ranges`), and at the edges of its domains between the examples' sizes
+(Note [edges of a domain] in :mod:`._edges`), the piece's call goes to the program whose domain holds for it, and is
+checked on it, or, when none does, gets a program of its own. A call is always computed by the first program whose
+domain holds for it; one no domain holds for is refused, by name, where the programs run: the ONNX function of the
+piece (Note [pieces by size] in :mod:`..onnx_export`) and the loaded archive's operator (:mod:`..artifact._ops`),
+which runs the piece's module there instead when the user gives its class or an instance in ``implementations=``.
+Inside the export the piece runs its module, as every piece behind an operator does.
 
 Note [one size per program]
 ~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -41,8 +41,8 @@ counted and not checked. Each is checked as the first example's points are, and 
 where none of its domains holds. The step then has 4 programs by size (more than one new token past the chunk, and
 a call crossing it) and its archive refuses 5 of the 92 calls, by name: the 4 whose 15 positions end one short of
 the chunk (12 past and 3 new), and one new token after 13 past, sides of the branches no point reached (Note [edges
-of a domain] in :mod:`._edges` reaches them). Without a piece by size the first example's points stay the only ones: more would
-multiply the checks with no program to gain.
+of a domain] in :mod:`._edges` reaches them). Without a piece by size the first example's points stay the only
+ones: more would multiply the checks with no program to gain.
 
 Imports: :mod:`..serialize`, and the modules of this package below :mod:`._job`; torch.
 """
