@@ -87,19 +87,21 @@ def bracket_depth(text: str) -> int:
 
 
 def longest_bracketed_number(text: str) -> int:
-    """The most digits right after a ``[`` (spaces allowed between) anywhere in ``text``.
+    """The most digits right after a ``[`` (whitespace allowed between) anywhere in ``text``.
 
     Used only to decide whether ``torch._C.parse_schema`` may see a text: torch expands the default of a
     fixed-size list (``int[N] x=1``, a type variable's list too) into N values, N truncated to 32 bits, and an
     N of about a billion grows the process past libFuzzer's memory limit before any exception (seen:
-    ``int4[44444444442] s=1``, 3.3 GB). Looking at every ``[`` over-estimates the sizes, which only makes
-    the bound safer. It is never used to skip a check of our own parser.
+    ``int4[44444444442] s=1``, 3.3 GB). torch's lexer skips every blank between ``[`` and the size, a form
+    feed too (seen: ``int4[\f44444444442]``, 3.2 GB, when only spaces were skipped here): any whitespace is
+    skipped. Looking at every ``[`` over-estimates the sizes, which only makes the bound safer. It is never used to
+    skip a check of our own parser.
     """
     longest = 0
     i = text.find("[")
     while i != -1:
         j = i + 1
-        while j < len(text) and text[j] == " ":
+        while j < len(text) and text[j].isspace():
             j += 1
         k = j
         while k < len(text) and text[k].isdigit():
