@@ -1,7 +1,7 @@
 """Run every fuzz harness under libFuzzer for a fixed time and summarise the results.
 
 ``make fuzz`` calls ``python fuzz/run_all.py --seconds N``. Each harness runs in its own subprocess, one
-after the other (the machine is shared), with:
+after the other (the machine is shared), or ``--jobs J`` at a time (CI, on a machine of its own), with:
 
 * ``-max_total_time=N``, the harness's dictionary ``fuzz/dicts/<target>.dict``, ``-timeout`` and
   ``-rss_limit_mb`` (a slow or memory-hungry input is a finding, not a stall), a per-target ``-max_len``;
@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,7 +134,6 @@ def run_one(target: str, seconds: int, ci: bool, extra: list[str]) -> Result:
         cmd.append(f"-dict={dict_file}")
     cmd += [str(corpus), *(str(s) for s in seeds if s.is_dir() and any(s.iterdir()))]
     log = work / "log.txt"
-    print(f"=== {target}: {seconds}s", flush=True)
     stats_file = work / "counters.txt"
     stats_file.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONHASHSEED="0", PBP_FUZZ_STATS=str(stats_file))
@@ -178,15 +178,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=180, help="fuzzing time per harness (default 180)")
     parser.add_argument("--ci", action="store_true", help="start from the committed seeds only")
     parser.add_argument("--only", nargs="*", choices=sorted(TARGETS), help="run only these harnesses")
+    parser.add_argument("--jobs", type=int, default=1, help="harnesses run at a time (default 1)")
     parser.add_argument("extra", nargs="*", help="extra libFuzzer flags (after --)")
     args = parser.parse_args(argv)
     targets = args.only or list(TARGETS)
     results = []
     started = time.monotonic()
-    for target in targets:
-        result = run_one(target, args.seconds, args.ci, args.extra)
-        print(summary(result), flush=True)
-        results.append(result)
+    # each harness is a subprocess of its own, with its own work folder: threads only wait for them; the
+    # summaries are printed in the targets' order, each when it and those before it are done
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        running = [pool.submit(run_one, target, args.seconds, args.ci, args.extra) for target in targets]
+        for target, future in zip(targets, running):
+            print(f"=== {target}: {args.seconds}s", flush=True)
+            result = future.result()
+            print(summary(result), flush=True)
+            results.append(result)
     bad = [r.target for r in results if not r.ok]
     print(
         f"=== {len(results) - len(bad)}/{len(results)} harnesses without findings"
