@@ -37,8 +37,11 @@ venv-test: $(VENV)/.installed-test
 demo: venv
 	$(BIN)/python -m piece_by_piece_serialize demo
 
+# The suite runs on two workers (pytest-xdist): its time is mostly torch tracing in Python, one core each. One
+# thread per worker (and per process a test starts: the variable is inherited), so that the two do not share a
+# core's threads. `pytest` alone runs it in one process.
 test: venv-test lint
-	$(BIN)/python -m pytest -q --durations=15
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
 
 # ruff on the package, mypy --strict on the package (both configured in pyproject.toml); part of make test
 lint: venv-test
