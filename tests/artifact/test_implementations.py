@@ -125,6 +125,15 @@ def test_a_piece_holding_what_the_archive_cannot_carry_needs_an_instance(tmp_pat
     result.close()
     with pytest.raises(ArtifactError, match=r"holds attributes the archive cannot carry: scale \(builtins\.function\); pass an instance"):
         load_piece_by_piece(tmp_path / "deep.pt2", implementations=[toy.Branchy])
+    # said before any program is read (a load that fails for its classes does not first deserialize them): the
+    # same refusal from a copy whose program documents are damaged, which the load refuses once the class is right
+    with zipfile.ZipFile(tmp_path / "deep.pt2") as old, zipfile.ZipFile(tmp_path / "damaged.pt2", "w") as new:
+        for info in old.infolist():
+            new.writestr(info, b"{" if "/models/" in info.filename and info.filename.endswith(".json") else old.read(info))
+    with pytest.raises(ArtifactError, match=r"holds attributes the archive cannot carry: scale"):
+        load_piece_by_piece(tmp_path / "damaged.pt2", implementations=[toy.Branchy])
+    with pytest.raises(ArtifactError, match=r"models/"):
+        load_piece_by_piece(tmp_path / "damaged.pt2", implementations={"top.mid.leaf": model.top.mid.leaf})
     loaded = load_piece_by_piece(tmp_path / "deep.pt2", implementations={"top.mid.leaf": model.top.mid.leaf})
     x = torch.randn(4, 4)
     assert torch.equal(loaded(x), model(x))

@@ -39,7 +39,7 @@ from ._errors import ArtifactError
 from ._manifest import FORMAT, VERSION, Manifest, OperatorRecord
 from ._ops import LoadedOperator, call_of
 from ._runnable import CallStructureError, FlatProgramModule
-from ._state import check_instance, rebuild, resolve
+from ._state import check_instance, check_rebuildable, rebuild, resolve
 
 __all__ = ["load_piece_by_piece", "LoadedPieceByPiece", "ArtifactError", "CheckpointError", "CallStructureError", "FORMAT", "VERSION"]
 
@@ -99,6 +99,9 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
                     f"the piece {op.piece} ({op.cls}) is stored without a program of its own (its export failed): pass "
                     f"its class or an instance of it in implementations= to load it",
                 )
+        for op in manifest.operators:
+            if _needs_module(op, by_class, by_path):
+                _check_entry(op, by_class, by_path, source)
         _check_calls(archive, manifest)
         # the operators are registered in a namespace of the archive's digest, not the one the file names
         # (Note [safe loading]): the top program's calls are renamed to it as it is read
@@ -120,8 +123,7 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
             _check_pieces(pieces, manifest, weights, source)
             for loaded in operators:
                 record = loaded.record
-                # a piece by size runs its module only at sizes no domain holds for, if it is given
-                if record.program is None and (not record.by_size or record.piece in by_path or record.cls in by_class):
+                if _needs_module(record, by_class, by_path):
                     loaded.implementation = _implementation(record, weights[record.name], by_class, by_path, source)
             try:
                 return LoadedPieceByPiece(top, manifest, operators)
@@ -257,11 +259,25 @@ def _described(value: Any) -> str:
     return f"a {value.dtype} {tuple(value.shape)} with strides {value.stride()}"
 
 
-def _implementation(op: OperatorRecord, weights: list[Any], by_class: dict[str, Any], by_path: dict[str, Any], source: str) -> Any:
+def _needs_module(op: OperatorRecord, by_class: dict[str, Any], by_path: dict[str, Any]) -> bool:
+    """Whether the piece runs its module: it has no program, or programs by size only and its module is given
+    (to run at sizes no domain holds for)."""
+    return op.program is None and (not op.by_size or op.piece in by_path or op.cls in by_class)
+
+
+def _check_entry(op: OperatorRecord, by_class: dict[str, Any], by_path: dict[str, Any], source: str) -> None:
+    """A class given for a piece can be rebuilt from its stored state: checked before any program is read."""
     entry = by_path.get(op.piece) or by_class[op.cls]
     if isinstance(entry, type):
         if op.state is None:
             raise ArtifactError(source, f"the piece {op.piece} has no stored state to rebuild {op.cls} from")
+        check_rebuildable(op.state, by_class, source, op.piece)
+
+
+def _implementation(op: OperatorRecord, weights: list[Any], by_class: dict[str, Any], by_path: dict[str, Any], source: str) -> Any:
+    entry = by_path.get(op.piece) or by_class[op.cls]
+    if isinstance(entry, type):
+        assert op.state is not None  # _check_entry
         return rebuild(op.state, dict(zip(op.weights, weights, strict=True)), by_class, source, op.piece)
     check_instance(entry, op.weights, weights, source, op.piece)
     return entry

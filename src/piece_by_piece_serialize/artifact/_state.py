@@ -189,25 +189,41 @@ def resolve(entries: Any, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return by_class, by_path
 
 
-def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str, Any], source: str, piece: str, prefix: str = "") -> Any:
-    """The module of ``state``, built from its class without ``__init__`` (Note [implementations])."""
-    import torch
-
-    cls = classes.get(state.cls) or _torch_nn_classes().get(state.cls)
-    where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
-    missing = {} if prefix else _missing(state, classes)
+def check_rebuildable(state: ModuleState, classes: Mapping[str, Any], source: str, piece: str) -> None:
+    """What :func:`rebuild` refuses, before anything else of the archive is read: a class of the module tree neither
+    given nor torch.nn's (all of them at once when there are several), or attributes the archive cannot carry, at
+    the first module (depth first) where :func:`rebuild` would meet them (a load that fails for a class should not
+    first spend its time deserializing programs)."""
+    missing = _missing(state, classes)
     if len(missing) > 1:  # all at once: a user would otherwise learn them one load at a time
         named = ", ".join(f"{c} ({f'its submodule {at}' if at else 'the piece'})" for c, at in missing.items())
+        where = f"the piece {piece}"
         raise ArtifactError(source, f"{where} needs {len(missing)} classes: {named}; pass those classes in implementations= (the loader imports nothing by name)")
-    if cls is None:
-        raise ArtifactError(source, f"{where} is a {state.cls}: pass that class in implementations= (the loader imports nothing by name)")
-    if state.unstorable:
-        held = ", ".join(f"{name} ({kind})" for name, kind in state.unstorable)
-        raise ArtifactError(
-            source,
-            f"{where} holds attributes the archive cannot carry: {held}; pass an instance of {state.cls} in "
-            "implementations= instead of the class",
-        )
+    stack = [(state, "")]
+    while stack:
+        node, prefix = stack.pop()
+        where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
+        if node.cls not in classes and node.cls not in _torch_nn_classes():
+            raise ArtifactError(source, f"{where} is a {node.cls}: pass that class in implementations= (the loader imports nothing by name)")
+        if node.unstorable:
+            held = ", ".join(f"{name} ({kind})" for name, kind in node.unstorable)
+            raise ArtifactError(
+                source,
+                f"{where} holds attributes the archive cannot carry: {held}; pass an instance of {node.cls} in "
+                "implementations= instead of the class",
+            )
+        stack.extend((child, f"{prefix}{name}.") for name, child in reversed(node.children))
+
+
+def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str, Any], source: str, piece: str, prefix: str = "") -> Any:
+    """The module of ``state``, built from its class without ``__init__`` (Note [implementations]), once
+    :func:`check_rebuildable` has passed."""
+    import torch
+
+    if not prefix:
+        check_rebuildable(state, classes, source, piece)
+    cls = classes.get(state.cls) or _torch_nn_classes()[state.cls]
+    where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
     module: Any = object.__new__(cls)  # no __init__: the state below is the module's (Note [implementations])
     torch.nn.Module.__init__(module)
     for name, value in state.attributes:
