@@ -66,3 +66,33 @@ def test_programs_by_size_load_in_a_fresh_process_without_the_pieces_class(tmp_p
     assert out.returncode == 0, out.stderr[-4000:]
     # the sizes onnxruntime computes in tests/onnx_export/test_by_size.py, bit for bit here: all but 2, 3 and 4 tokens
     assert out.stdout.split("\n")[0] == "63 " + str([(b, s) for b in (1, 2, 3) for s in (2, 3, 4)])
+
+
+def test_each_program_reads_as_torchs_deserializer_reads_it_with_each_expression_processed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Note [each expression once]: the programs of a piece that pads to chunks of 4 (sizes such as
+    ``4*((s + 3)//4)`` on most nodes), each expression processed once, are those torch's deserializer reads as it is:
+    the same graph, the same sizes on every node, the same range constraints."""
+    import contextlib
+
+    from piece_by_piece_serialize.artifact import _archive
+
+    torch.manual_seed(0)
+    named = {"x": {0: torch.export.Dim("batch", max=16), 1: torch.export.Dim("seq", max=32)}}
+    result = export_piece_by_piece(toy.Chunked().eval(), (torch.randn(2, 5, 8),), dynamic_shapes=named)
+    result.save(tmp_path / "chunked.pt2")
+    result.close()
+
+    def programs() -> list[tuple[str, dict[str, str], list[tuple[str, str]]]]:
+        with _archive.Archive(str(tmp_path / "chunked.pt2")) as archive:
+            manifest = archive.manifest()
+            names = [n for op in manifest.operators for n, _ in op.by_size]  # the top program calls the piece's operator, not registered here
+            read = [archive.program(name) for name in names]
+        return [
+            (str(p.graph), {str(k): str(v) for k, v in p.range_constraints.items()}, [(n.name, str(n.meta.get("val"))) for n in p.graph.nodes])
+            for p in read
+        ]
+
+    once = programs()
+    monkeypatch.setattr(_archive, "_each_expression_once", contextlib.nullcontext)
+    assert len(once) == 3 and once == programs()
+    assert any("//4" in val or "// 4" in val for _, _, nodes in once for _, val in nodes)  # the chunks' sizes are there

@@ -21,7 +21,8 @@ the program it was saved with or is refused with :class:`ArtifactError` naming t
   sympy object by our own code, and torch is handed that object in place of the text (Note [expressions as
   objects]); every guard only compares sizes, strides and numbers of inputs named by identifiers; every range
   constraint is keyed by a short symbol name or an expression of the program, bounded by bounded integers
-  (Note [range constraint keys]);
+  (Note [range constraint keys]); torch's deserializer then reads each expression once per program (Note [each
+  expression once]);
 * weights and constants are raw bytes: anything marked as pickled, any custom or opaque object, any legacy
   ``.pt`` payload is refused; each tensor's sizes, strides, offset and item size give its extent (overflow
   checked), the member is read up to that extent and no further, straight into the tensor's buffer, and the
@@ -44,11 +45,14 @@ Imports: :mod:`._errors`, :mod:`._manifest`, :mod:`._program`, :mod:`._rules`; t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
+import threading
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 from ._errors import ArtifactError
@@ -186,7 +190,8 @@ class Archive:
 
         try:
             program = _dict_to_dataclass(schema.ExportedProgram, serialized)  # type: ignore[no-untyped-call]  # unannotated in torch
-            return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
+            with _each_expression_once():
+                return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
         except (Exception, RecursionError) as exc:  # torch's own refusal of a member that passed the checks above, reported as ours
             raise ArtifactError(self.path, f"{member} does not deserialize: {type(exc).__name__}: {exc}") from None
 
@@ -291,6 +296,47 @@ MAX_INFLATION = 32
 # the fields torch's PayloadMeta has; the tensor read in chunks of this many bytes
 _PAYLOAD_KEYS = frozenset({"path_name", "is_param", "use_pickle", "tensor_meta"})
 _CHUNK = 1 << 24
+
+
+# Note [each expression once]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's deserializer reads every symbolic size with GraphModuleDeserializer._parse_sym_expr, which prints the
+# expression (str, for its table of names) and calls itself on each of its arguments: one occurrence costs the
+# expression's size times its depth in sympy's printer, and a program repeats its few expressions on every node. A
+# program by size of a chunked loop (Qwen3-Next's gated delta-net, unrolled over its 64-row chunk) holds thousands of
+# nodes sized by ``(s + Mod(64 - Mod(s, 64), 64))//64`` and kin: its archive (4 programs) took 52 s to load, four
+# fifths of it there. So while a program is deserialized here, that method gives an expression it has processed in
+# the same deserializer the symbol it returned then, which is what it would return again (the same name, from its
+# table), its effects already had (the expression's range set, its symbol named, its hint given: a call with a hint
+# the shape environment does not hold yet runs again). The same load took 24 s. The method is set on torch's class
+# for the time of one deserialization, under a lock; a deserialization of another thread in that time takes it too,
+# and computes the same. Without the method (another torch), nothing is changed.
+_ONE_DESERIALIZATION = threading.Lock()
+
+
+@contextlib.contextmanager
+def _each_expression_once() -> Iterator[None]:
+    from torch._export.serde.serialize import GraphModuleDeserializer
+
+    parse = GraphModuleDeserializer.__dict__.get("_parse_sym_expr")
+    if parse is None:
+        yield
+        return
+
+    def once(self: Any, expr: Any, hint: Any = None) -> Any:
+        done = self.__dict__.setdefault("_pbp_parsed", {})
+        key = (type(expr), expr)  # a text, or the sympy object our reader built (Note [expressions as objects])
+        sym = done.get(key)
+        if sym is None or (hint is not None and sym not in self.shape_env.backed_var_to_val):
+            sym = done[key] = parse(self, expr, hint)
+        return sym
+
+    with _ONE_DESERIALIZATION:
+        setattr(GraphModuleDeserializer, "_parse_sym_expr", once)  # noqa: B010  # a method of torch's, set for a while
+        try:
+            yield
+        finally:
+            setattr(GraphModuleDeserializer, "_parse_sym_expr", parse)  # noqa: B010
 
 
 def _rename(serialized: dict[str, Any], old: str, new: str) -> None:
