@@ -99,7 +99,6 @@ def load_piece_by_piece(path: str | os.PathLike[str], *, implementations: Sequen
                     f"the piece {op.piece} ({op.cls}) is stored without a program of its own (its export failed): pass "
                     f"its class or an instance of it in implementations= to load it",
                 )
-        for op in manifest.operators:
             if _needs_module(op, by_class, by_path):
                 _check_entry(op, by_class, by_path, source)
         _check_calls(archive, manifest)

@@ -197,8 +197,7 @@ def check_rebuildable(state: ModuleState, classes: Mapping[str, Any], source: st
     missing = _missing(state, classes)
     if len(missing) > 1:  # all at once: a user would otherwise learn them one load at a time
         named = ", ".join(f"{c} ({f'its submodule {at}' if at else 'the piece'})" for c, at in missing.items())
-        where = f"the piece {piece}"
-        raise ArtifactError(source, f"{where} needs {len(missing)} classes: {named}; pass those classes in implementations= (the loader imports nothing by name)")
+        raise ArtifactError(source, f"the piece {piece} needs {len(missing)} classes: {named}; pass those classes in implementations= (the loader imports nothing by name)")
     stack = [(state, "")]
     while stack:
         node, prefix = stack.pop()
