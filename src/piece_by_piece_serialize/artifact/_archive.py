@@ -57,7 +57,7 @@ from typing import Any
 
 from ._errors import ArtifactError
 from ._manifest import MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, read_manifest
-from ._program import MAX_PROGRAM_BYTES, check_program
+from ._program import MAX_PROGRAM_BYTES, as_dataclasses, check_program
 from ._program import dotted as _dotted
 from ._rules import allowed_target
 
@@ -185,11 +185,10 @@ class Archive:
         state_dict = self._payloads(f"data/weights/{name}_weights_config.json", "data/weights/", "weight_")
         constants = self._payloads(f"data/constants/{name}_constants_config.json", "data/constants/", "tensor_")
         _check_lifted(serialized, state_dict, constants, self.path, member)
-        from torch._export.serde import schema
-        from torch._export.serde.serialize import ExportedProgramDeserializer, _dict_to_dataclass
+        from torch._export.serde.serialize import ExportedProgramDeserializer
 
         try:
-            program = _dict_to_dataclass(schema.ExportedProgram, serialized)  # type: ignore[no-untyped-call]  # unannotated in torch
+            program = as_dataclasses(serialized)  # Note [documents as dataclasses] in ._program
             with _each_expression_once():
                 return ExportedProgramDeserializer(None).deserialize(program, state_dict, constants, None)
         except (Exception, RecursionError) as exc:  # torch's own refusal of a member that passed the checks above, reported as ours

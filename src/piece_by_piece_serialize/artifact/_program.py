@@ -426,3 +426,81 @@ def _kind(data: Any) -> str:
 def _shown(data: Any) -> str:
     text = json.dumps(data, ensure_ascii=True)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Note [documents as dataclasses]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's deserializer takes a program as its schema's dataclasses, which torch's own _dict_to_dataclass makes from
+# the JSON: it reads the type hints of a dataclass (typing.get_type_hints) again for every object it builds, a
+# hundred thousand times for the four programs of the Qwen3-Next docs archive (7 s of its 25 s load). The walk
+# below builds the same objects from a document the strict reader has checked (so every type is one it knows):
+# each schema type's converter is made once per process, as its checker is. What it makes is what torch's makes:
+# an optional is None or its type, a list its items (an empty one as it is), a dict its values, a union the member it
+# holds (``create``), a dataclass the fields the document has (the others keep their defaults), a float float()
+# (which reads "Infinity" and "NaN"), anything else as it is (the enums stay integers, a SymExpr's text the object our
+# reader put in its place: Note [expressions as objects]). tests/artifact checks the two equal on every program of
+# the test models' archives.
+Converter = typing.Callable[[Any], Any]
+_CONVERTERS: dict[Any, Converter] = {}
+
+
+def as_dataclasses(data: dict[str, Any]) -> Any:
+    """A checked program document as torch's ``schema.ExportedProgram`` (Note [documents as dataclasses])."""
+    from torch._export.serde import schema
+
+    return _converter(schema.ExportedProgram)(data)
+
+
+def _converter(hint: Any) -> Converter:
+    found = _CONVERTERS.get(hint)
+    return found if found is not None else _make_converter(hint)
+
+
+def _same(data: Any) -> Any:
+    return data
+
+
+def _make_converter(hint: Any) -> Converter:
+    from torch._export.serde import schema
+    from torch._export.serde.union import _Union
+
+    origin = typing.get_origin(hint)
+    convert: Converter
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(hint) if a is not type(None)]  # the schema's unions are Optional[T]
+        item = _converter(inner)
+
+        def convert(data: Any) -> Any:
+            return None if data is None else item(data)
+    elif origin is list:
+        (inner,) = typing.get_args(hint)
+        item = _converter(inner)
+
+        def convert(data: Any) -> Any:
+            return [item(x) for x in data] if data else data
+    elif origin is dict:
+        item = _converter(typing.get_args(hint)[1])
+
+        def convert(data: Any) -> Any:
+            return {key: item(x) for key, x in data.items()}
+    elif hint is float:
+        convert = float
+    elif isinstance(hint, type) and (issubclass(hint, _Union) or dataclasses.is_dataclass(hint)):
+        cls: Any = hint
+        fields: dict[str, Converter] = {}  # filled below, once this converter is known: the schema is recursive
+        if issubclass(cls, _Union):
+
+            def convert(data: Any) -> Any:
+                ((key, value),) = data.items()
+                return cls.create(**{key: fields[key](value)})
+        else:
+
+            def convert(data: Any) -> Any:
+                return cls(**{key: fields[key](value) for key, value in data.items() if key in fields})
+        _CONVERTERS[hint] = convert
+        hints = typing.get_type_hints(cls, globalns=vars(schema))
+        fields.update((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+    else:
+        convert = _same
+    _CONVERTERS[hint] = convert
+    return convert
