@@ -303,14 +303,15 @@ _CHUNK = 1 << 24
 # expression (str, for its table of names) and calls itself on each of its arguments: one occurrence costs the
 # expression's size times its depth in sympy's printer, and a program repeats its few expressions on every node. A
 # program by size of a chunked loop (Qwen3-Next's gated delta-net, unrolled over its 64-row chunk) holds thousands of
-# nodes sized by ``(s + Mod(64 - Mod(s, 64), 64))//64`` and kin: its archive (4 programs) took 52 s to load, four
-# fifths of it there. So while a program is deserialized here, that method gives an expression it has processed in
-# the same deserializer the symbol it returned then, which is what it would return again (the same name, from its
-# table), its effects already had (the expression's range set, its symbol named, its hint given: a call with a hint
-# the shape environment does not hold yet runs again). The same load took 24 s. The method is set on torch's class
-# for the time of one deserialization, under a lock; a deserialization of another thread in that time takes it too,
-# and computes the same. Without the method (another torch), nothing is changed.
-_ONE_DESERIALIZATION = threading.Lock()
+# nodes sized by ``(s + Mod(64 - Mod(s, 64), 64))//64`` and kin: its archive (4 programs) took 52 s to load, more than
+# half of it there. So while a program is deserialized here, that method gives an expression it has processed in the
+# same deserializer the symbol it returned then, which is what it would return again (the same name, from its table),
+# its effects already had (the expression's range set, its symbol named, its hint given: a call with a hint the shape
+# environment does not hold yet runs again). The same load took 24 s. The method is set on torch's class for the time of
+# one deserialization, under a lock (reentrant: a deserialization never starts another, but would not wait on itself); a
+# deserialization of another thread in that time takes it too, and computes the same. Without the method (another
+# torch), nothing is changed.
+_ONE_DESERIALIZATION = threading.RLock()
 
 
 @contextlib.contextmanager
