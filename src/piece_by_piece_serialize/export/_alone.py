@@ -41,7 +41,7 @@ from ..serialize._cache_slice import cut_copy
 from ._blame import CONSTRAINT, Failure, Specialized
 from ._examples import Example, describe, varying_dims
 from ._flat import FlatCall
-from ._record import Recorded, tracing_path
+from ._record import Recorded, Recording, tracing_path
 from ._verdict import Verdict
 
 
@@ -147,6 +147,22 @@ def described_calls(calls: list[Recorded], op: Any) -> tuple[list[Example], list
     described = [as_carried(describe(tuple(c.args), dict(c.kwargs)), op) for c in calls]
     same = [d for d in described if d.key == described[0].key]
     return described, varying_dims(same) if len(same) > 1 else [None] * len(described[0].tensors)
+
+
+def first_calls(recordings: Sequence[Recording], path: str) -> list[Recorded]:
+    """The first call of the piece at ``path`` in each recording that made one (the examples' calls it is exported
+    and checked on)."""
+    return [r.calls[path][0] for r in recordings if r.calls.get(path)]
+
+
+def first_call(recording: Recording, path: str, op: Any, key: str | None) -> tuple[Recorded, Example] | None:
+    """The first call of the piece at ``path`` in ``recording``, with its description as ``op`` carries it, if it is
+    of the structure ``key`` (the one its program or programs by size compute); None otherwise."""
+    calls = recording.calls.get(path, [])[:1]
+    if not calls:
+        return None
+    described, _ = described_calls(calls, op)
+    return (calls[0], described[0]) if described[0].key == key else None
 
 
 def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], names: tuple[str, ...], runnables: dict[int, Any],

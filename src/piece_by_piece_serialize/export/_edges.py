@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ._alone import described_calls
+from ._alone import first_call
 from ._by_size import MOST, BySize, shapes_of
 
 ROUNDS = 3  # rounds of points at the edges, each after the last gave a piece a program
@@ -52,11 +52,9 @@ def followed(by_size: Mapping[str, BySize], wrappers: Mapping[str, Any], recordi
         op = wrappers[path]._pbp_op
         calls = {}
         for k, recording in enumerate(recordings):
-            made = recording.calls.get(path, [])[:1]
-            if made:
-                described, _ = described_calls(made, op)
-                if described[0].key == sized.key:
-                    calls[k] = shapes_of(op.weights_of(), described[0].tensors)
+            first = first_call(recording, path, op, sized.key)
+            if first is not None:
+                calls[k] = shapes_of(op.weights_of(), first[1].tensors)
         if calls:
             shapes = next(iter(calls.values()))
             follows = {(j, d): {n for n in every[0] if all(every[k][n][0] == calls[k][j][d] for k in calls)}

@@ -55,6 +55,7 @@ from ._alone import (
     described_calls,
     export_alone,
     export_program,
+    first_calls,
     flat_result,
     piece_output_names,
     relax_ones,
@@ -306,7 +307,7 @@ class Job(RangeChecks):
         failed: list[tuple[str, Any, list[Example], list[Any]]] = []  # pieces torch.export failed on alone
         runnables = self.own_runnables  # program.module() of each program, made once for all the pieces it serves
         for number, (path, wrapper) in enumerate(self.wrappers.items(), 1):
-            calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
+            calls = first_calls(self.recordings, path)
             if not calls:  # a piece the examples never call: the report says its check did not run either
                 out[path] = (None, Failure(OTHER, "not exported alone: no call of it was recorded"), 0.0, None, None)
                 continue
@@ -416,10 +417,9 @@ class Job(RangeChecks):
         for path, wrapper in self.wrappers.items():
             weights = wrapper._pbp_op.weights_of()
             calls = out.setdefault(path, [])
-            for recording in self.recordings:
-                for recorded in recording.calls.get(path, [])[:1]:
-                    example = as_carried(describe(tuple(recorded.args), dict(recorded.kwargs)), wrapper._pbp_op)
-                    calls.append(([*weights, *example.tensors], flat_result(path, recorded, example.call)))
+            for recorded in first_calls(self.recordings, path):
+                example = as_carried(describe(tuple(recorded.args), dict(recorded.kwargs)), wrapper._pbp_op)
+                calls.append(([*weights, *example.tensors], flat_result(path, recorded, example.call)))
         return out
 
     # ---- the report -------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ import torch
 
 from ..domains import DomainError, domain_of
 from ..serialize import make_copy
-from ._alone import contiguous, described_calls, flat_result, runnable_of
+from ._alone import contiguous, described_calls, first_call, first_calls, flat_result, runnable_of
 from ._blame import OTHER, Failure
 from ._by_size import BySize, add_at, judge, shapes_of
 from ._edges import ROUNDS, edge_points, followed
@@ -382,21 +382,19 @@ class RangeChecks:
         # one of them gets here serves the others, each checked on its own call, as their first one does
         made: dict[int, tuple[Any, Any, str]] = {}
         for path in paths:
-            by_size, calls = self.by_size.get(path), recording.calls.get(path, [])[:1]
-            if by_size is None or not calls:
+            by_size, wrapper = self.by_size.get(path), self.wrappers[path]
+            first = None if by_size is None else first_call(recording, path, wrapper._pbp_op, by_size.key)
+            if by_size is None or first is None:
                 continue
-            wrapper = self.wrappers[path]
-            described, _ = described_calls(calls, wrapper._pbp_op)
-            if described[0].key != by_size.key:
-                continue
-            want = flat_result(path, calls[0], described[0].call)
+            call, described = first
+            want = flat_result(path, call, described.call)
             twin = made.get(id(by_size.programs[0][0]))
-            if (twin is not None and twin[1].holds(shapes_of(wrapper._pbp_op.weights_of(), described[0].tensors))
-                    and judge(twin[0], wrapper._pbp_original, path, by_size.names, self.own_runnables, described[0].tensors, want, self.verdict, where) is None):  # fmt: skip
+            if (twin is not None and twin[1].holds(shapes_of(wrapper._pbp_op.weights_of(), described.tensors))
+                    and judge(twin[0], wrapper._pbp_original, path, by_size.names, self.own_runnables, described.tensors, want, self.verdict, where) is None):  # fmt: skip
                 by_size.programs.append(twin)
                 continue
             before = len(by_size.programs)
-            error = add_at(by_size, wrapper._pbp_original, path, described[0], want, self.own_runnables, self.verdict, where)
+            error = add_at(by_size, wrapper._pbp_original, path, described, want, self.own_runnables, self.verdict, where)
             if error is not None:
                 self._drop_by_size(path, error)
             elif len(by_size.programs) > before:
@@ -458,8 +456,7 @@ class RangeChecks:
         if self.unchecked is not None or domain.holds([tuple(t.shape) for t in inputs]):
             return False  # a program wrong inside its domain: no program of it can be trusted
         wrapper = self.wrappers[path]
-        calls = [r.calls[path][0] for r in self.recordings if r.calls.get(path)]
-        described, specs = described_calls(calls, wrapper._pbp_op)
+        described, specs = described_calls(first_calls(self.recordings, path), wrapper._pbp_op)
         self.by_size[path] = BySize(described[0].key, wrapper._pbp_op.weight_names or (), specs, [(program, domain, "its recorded calls")])
         return True
 
@@ -476,15 +473,14 @@ class RangeChecks:
         recording = run_recording(self.flat, example.tensors, module_paths(self.copy), self.wrappers)
         uncovered = []  # the pieces whose program was dropped for a call outside its domain (:meth:`_judge_own`)
         for path, (program, *_, key) in list(self.own.items()):
-            calls = recording.calls.get(path, [])[:1]
-            if program is None or not calls or path in done:
-                continue
             wrapper = self.wrappers[path]
-            described, _ = described_calls(calls, wrapper._pbp_op)
-            if described[0].key != key:  # a call of another structure: the program is not what runs it
+            # no call, or one of another structure (the program is not what runs it): nothing to judge
+            first = None if program is None or path in done else first_call(recording, path, wrapper._pbp_op, key)
+            if first is None:
                 continue
-            tensors = contiguous(make_copy(list(described[0].tensors)))  # recorded calls are shared (Note [shared copies])
-            if self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, calls[0], described[0].call)):
+            call, described = first
+            tensors = contiguous(make_copy(list(described.tensors)))  # recorded calls are shared (Note [shared copies])
+            if self._judge_own(path, where, [*wrapper._pbp_op.weights_of(), *tensors], flat_result(path, call, described.call)):
                 uncovered.append(path)
         return uncovered
 
