@@ -295,12 +295,27 @@ def _unknown_field(program: Any) -> None:
     program["graph_module"]["graph"]["nodes"][0]["exec"] = "print(1)"
 
 
+def _eps(value: Any) -> Callable[[Any], None]:
+    """The layer's norm epsilon (``add(mean, 1e-06)``, node 6), an argument torch's schema types as a float,
+    replaced by ``value``: what the loader's own conversion to dataclasses reads (Note [documents as dataclasses])."""
+
+    def change(program: Any) -> None:
+        (eps,) = [a["arg"] for a in program["graph_module"]["graph"]["nodes"][6]["inputs"] if "as_float" in a["arg"]]
+        eps.clear()
+        eps.update(value)
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("member", "change", "message"),
     [
         (TOP, _tensors_as_int, r"the program calls pbp_\w+.model__layers__0.default with arguments that are not \(tensors, weights, call\)"),
         (PIECE, _size_as_string, r"sizes\[0\].as_int: expected a 64-bit integer, got \"3\""),
         (PIECE, _unknown_field, r"nodes\[0\]: Node has no field 'exec'"),
+        (PIECE, _eps({"as_float": "__import__('os').getcwd()"}), r"nodes\[6\].inputs\[1\].arg.as_float: expected a number, got \"__import__"),
+        (PIECE, _eps({"as_float": "1e-06"}), r"nodes\[6\].inputs\[1\].arg.as_float: expected a number, got \"1e-06\""),
+        (PIECE, _eps({"as_float": 1e-06, "as_int": 1}), r"nodes\[6\].inputs\[1\].arg: a Argument holds exactly one of its members, got 2"),
         *[(MANIFEST, _capped(*c), r"\.rules\[0\]\[0\]\[1\]: not the candidates of a 'min' rule") for c in (
             (_DIM, None, "15"),  # a cap that is no size
             (_DIM, None, -1),
@@ -318,7 +333,7 @@ def _unknown_field(program: Any) -> None:
             ("min", {"tuple": [_DIM, {"tuple": [9, 0]}, 15]}),
         )],
     ],
-    ids=["operator argument", "size", "unknown field", "cap a string", "cap negative", "cap a boolean", "cap too large",
+    ids=["operator argument", "size", "unknown field", "float as code", "float as text", "union of two", "cap a string", "cap negative", "cap a boolean", "cap too large",
          "second dimension negative", "two items", "no first dimension",
          "dim of a tensor beyond", "sum of a tensor beyond", "plus on a tensor beyond", "min of a tensor beyond"],
 )
@@ -438,3 +453,27 @@ def test_a_load_that_fails_late_leaves_no_operator_registered(llama: Path, monke
         _refused(llama, "the program model cannot be made runnable: RuntimeError: compiling the program failed")
     assert not set(torch._C._dispatch_get_all_op_names()) - before  # only additions: an earlier export may be collected meanwhile
     load_piece_by_piece(llama).close()
+
+
+def test_a_program_torchs_deserializer_refuses_leaves_its_method_as_it_was_and_no_operator(llama: Path, tmp_path: Path) -> None:
+    """A layer program whose rsqrt reads a tensor no node makes passes the strict reader (each name is an identifier)
+    and is refused by torch's deserializer, while it reads each expression once (Note [each expression once]): the
+    refusal is an ArtifactError naming the file and the member, no operator stays registered, torch's method is its
+    own again, and the archive as saved still loads and computes after it."""
+    from torch._export.serde.serialize import GraphModuleDeserializer
+
+    own = GraphModuleDeserializer.__dict__["_parse_sym_expr"]
+
+    def dangling(program: Any) -> None:
+        program["graph_module"]["graph"]["nodes"][7]["inputs"][0]["arg"]["as_tensor"]["name"] = "nowhere"
+
+    path = _rewrite(llama, tmp_path / "dangling.pt2", {PIECE: _json(dangling)})
+    before = set(torch._C._dispatch_get_all_op_names())
+    _refused(path, r"models/piece_0.json does not deserialize: \w+Error")
+    assert not set(torch._C._dispatch_get_all_op_names()) - before
+    assert GraphModuleDeserializer.__dict__["_parse_sym_expr"] is own
+    loaded = load_piece_by_piece(llama)
+    model, ids = tiny.llama(), tiny.ids(5, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, use_cache=False).logits, model(ids, use_cache=False).logits, rtol=0, atol=1e-5)
+    loaded.close()
