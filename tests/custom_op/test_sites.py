@@ -250,3 +250,29 @@ def test_a_site_call_is_checked_as_the_first_call_is() -> None:
         wrapped(torch.ones(2), torch.full((2,), 6.0))
     with pytest.raises(TypeError, match="missing a required argument: .y."):  # a bad call is refused as before
         wrapped(torch.ones(2))
+
+
+class OneLayer(torch.nn.Module):
+    """Writes layer 1 of its cache only: its calls carry that layer alone (Note [cut calls])."""
+
+    def forward(self, x, cache):
+        keys, _ = cache.update(x, x, 1)
+        return keys.sum(-2)
+
+
+def test_a_cut_cache_is_matched_on_its_carried_layers_only() -> None:
+    wrapped = as_custom_op(OneLayer(), next(_names))
+    op = wrapped._pbp_op
+    wrapped(t(1, 2, 1, 4), _dynamic(3))  # the first call learns the cut
+    x, cache = t(1, 2, 1, 4), _dynamic(3)
+    found = op.sites.match((x, cache), {})
+    assert found is not None and op.calls[describe_call(op.qualname, (x, cache), {})[2]].sliced is not None
+    assert [id(v) for v in found[1]] == [id(x), id(cache.layers[1].keys), id(cache.layers[1].values)]
+    cache.layers[0].device = torch.device("meta")  # a layer the call does not carry is not read
+    assert op.sites.match((x, cache), {}) is not None
+    cache.layers[1].device = torch.device("meta")  # the carried one is, as describing it reads it
+    assert op.sites.match((x, cache), {}) is None
+    assert op.sites.match((x, _dynamic(2)), {}) is None  # another number of layers
+    cache = _dynamic(3)
+    cache.layers[1] = cache_utils.DynamicSlidingWindowLayer(sliding_window=4)  # another layer kind, not populated
+    assert op.sites.match((x, cache), {}) is None

@@ -72,7 +72,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._calls import carried_caches
-from ._state import KernelState
+from ._state import MAX_RECORDED_CALLS, VERSION, KernelState
 
 _OTHER_KEYS = 0  # the bits of every dispatch key but the two each eager call includes (BackendSelect, ADInplaceOrView)
 _TORCH: Any = None
@@ -121,11 +121,15 @@ def plain(tensors: Sequence[Any], weights: Sequence[Any] | None) -> bool:
 def direct(op: Any, state: KernelState, args: tuple[Any, ...], kwargs: dict[str, Any], tensors: Sequence[Any]) -> Any:
     """A steady eager call (Note [direct eager calls]): the module on the caller's own arguments, then the kernel's
     checks, and its records when the call has something to record."""
-    versions = state.versions(tensors)
-    records = state.records(tensors)
+    # read here, not through the state's methods: on a small layer each Python call costs as much as what it reads
+    checked = list(map(tensors.__getitem__, state.checked))
+    versions = list(map(VERSION, checked))  # state.versions(tensors)
+    # whether the call has something to record: the bound is not reached and its input shapes are new (the output
+    # shapes are taken to follow from them, as the fake kernel takes them)
+    records = len(state.call.shapes) < MAX_RECORDED_CALLS and tuple(map(state.size, tensors)) not in state.inputs
     output = op.run(*args, **kwargs)
     if records:  # a cut cache as the operator carries it (Note [cache slices])
         state.settle(op.qualname, tensors, versions, output, carried_caches(state.call, (*args, *kwargs.values())))
-    elif state.versions(tensors) != versions:
+    elif list(map(VERSION, checked)) != versions:
         state.check_versions(op.qualname, tensors, versions)
     return output

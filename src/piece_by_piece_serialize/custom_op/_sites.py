@@ -75,7 +75,11 @@ class Sites:
         for i, site in enumerate(sites):
             out: list[Any] = []
             for m, v in zip(site.matchers, values):  # noqa: B905 - one matcher per value (match_values, inlined)
-                if not m(v, out):
+                if m is _tensor:  # the commonest value, its matcher inlined: a Python call is most of its cost
+                    if not isinstance(v, _Tensor):
+                        break
+                    out.append(v)
+                elif not m(v, out):
                     break
             else:
                 if i:  # the last structure matched is tried first (a prefill's site is not tried on every decode step)

@@ -16,7 +16,7 @@ from ._sites import Matcher, compile_values, match_values
 # The dtype and the version counter of a tensor, read in C over a list (a generator or a list comprehension would
 # run Python once per tensor).
 _DTYPE = operator.attrgetter("dtype")
-_VERSION = operator.attrgetter("_version")
+VERSION = operator.attrgetter("_version")  # also read by ._eager
 # Calls recorded per key for shape learning: enough to tell a dimension from a constant, bounded.
 MAX_RECORDED_CALLS = 8
 
@@ -44,12 +44,7 @@ class KernelState:
 
     def versions(self, tensors: Sequence[Any]) -> list[int]:
         """The version counters of the input tensors the in-place check reads, in order (all in C)."""
-        return list(map(_VERSION, map(tensors.__getitem__, self.checked)))
-
-    def records(self, tensors: Sequence[Any]) -> bool:
-        """Whether a call of these input tensors would record anything: the bound is not reached and their shapes
-        are new (the output shapes are taken to follow from them, as the fake kernel takes them)."""
-        return len(self.call.shapes) < MAX_RECORDED_CALLS and tuple(map(self.size, tensors)) not in self.inputs
+        return list(map(VERSION, map(tensors.__getitem__, self.checked)))
 
     def check_versions(self, name: str, tensors: Sequence[Any], versions: list[int]) -> None:
         """Refuse a call whose module changed a checked input tensor in place (``versions``: before the call)."""

@@ -29,7 +29,7 @@ Imports: :mod:`._caches` (the registry, the bound transformers classes) and :mod
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..type_info import AnyCacheInfo, CacheInfo, LayerInfo
@@ -109,35 +109,39 @@ def _layers(cache: Any, cls: type, replicate: Any, n: int) -> list[Any] | None:
 
 
 def _all_dynamic(cls: type, info: CacheInfo) -> Matcher:
-    """:func:`_plain` of a cache whose every layer is a populated ``DynamicLayer``, the layers' checks of
-    :func:`_dynamic` inlined (a Python call per layer is most of what a layer costs here)."""
+    """:func:`_plain` of a cache whose every layer is a populated ``DynamicLayer``."""
     replicate = None if info.option("n") else _caches._DynamicLayer
     n = len(info.layers)
-    layer_cls, tensor = _caches._DynamicLayer, _caches._Tensor
 
     def match(cache: Any, out: list[Any]) -> bool:
         layers = _layers(cache, cls, replicate, n)
-        if layers is None:
-            return False
-        start = len(out)
-        append = out.append
-        for layer in layers:  # the reads of _dynamic's match, layer by layer
-            if type(layer) is not layer_cls:
-                break
-            d = layer.__dict__
-            if len(d) != 4 or d.get("is_initialized") is not True or "device" not in d:
-                break
-            keys, values = d.get("keys"), d.get("values")
-            if not isinstance(keys, tensor) or not isinstance(values, tensor) or d["device"] != keys.device:
-                break
-            append(keys)
-            append(values)
-        else:
-            return True
-        del out[start:]
-        return False
+        return layers is not None and _dynamic_layers(layers, out)
 
     return match
+
+
+def _dynamic_layers(layers: Iterable[Any], out: list[Any]) -> bool:
+    """Whether each of ``layers`` is a populated ``DynamicLayer``, read as :func:`_dynamic`'s match reads one, inlined
+    (a Python call per layer is most of what a layer costs here); if so their keys and values are appended to
+    ``out``, else nothing is."""
+    layer_cls, tensor = _caches._DynamicLayer, _caches._Tensor
+    start = len(out)
+    append = out.append
+    for layer in layers:
+        if type(layer) is not layer_cls:
+            break
+        d = layer.__dict__
+        if len(d) != 4 or d.get("is_initialized") is not True or "device" not in d:
+            break
+        keys, values = d.get("keys"), d.get("values")
+        if not isinstance(keys, tensor) or not isinstance(values, tensor) or d["device"] != keys.device:
+            break
+        append(keys)
+        append(values)
+    else:
+        return True
+    del out[start:]
+    return False
 
 
 def _layer(index: int, info: LayerInfo, what: str) -> _LayerMatcher:
@@ -184,6 +188,13 @@ def cut_matcher(info: CacheInfo, n_layers: int, positions: tuple[int, ...], what
     cls = _caches.BY_NAME[info.name].cls
     replicate = None if info.option("n") else _caches._DynamicLayer
     checks = [(i, _layer(i, layer, what)) for i, layer in zip(positions, info.layers, strict=True)]
+    if all(getattr(check, "tensors_only", False) for _, check in checks):  # the common case, without a call per layer
+
+        def dynamic(cache: Any, out: list[Any]) -> bool:
+            layers = _layers(cache, cls, replicate, n_layers)
+            return layers is not None and _dynamic_layers(map(layers.__getitem__, positions), out)
+
+        return dynamic
 
     def match(cache: Any, out: list[Any]) -> bool:
         layers = _layers(cache, cls, replicate, n_layers)
