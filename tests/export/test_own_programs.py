@@ -262,7 +262,10 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     # said by name: the inputs, and the line of the model's code torch recorded for the guard (before: the flat
     # inputs by their place, L['tensors'][17].size()[1], and no line)
     assert own.detail.startswith("specialized to 6 by transformers/models/jamba/modeling_jamba.py:")
-    assert own.detail.endswith(" (in mamba_selective_scan): hidden_states dim 1")
+    # and the layer's submodule whose code that is (the function belongs to no module): the one whose translation
+    # can hold the loop, behind an operator of its own (before: not named)
+    assert own.detail.endswith(" (in mamba_selective_scan), in its submodule mamba (JambaMambaMixer): hidden_states dim 1")
+    assert own.inside == "mamba (JambaMambaMixer)"
     file, _, line = own.where.rpartition(":")
     assert own.detail.split(" ")[4] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
     assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
@@ -273,9 +276,10 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     assert piece.by_size == (
         "4 programs by size (from calls at 2x6x32 1x6; 3x8x32 1x8; 2x2x32 1x2; 2x7x32 1x7); none made at seq=12 (each "
         "program holds one size of hidden_states dim 1, as a loop over it unrolled in the trace does, and one past its "
-        "calls' largest (8) would cost more with each step): calls at those sizes are refused (a translation of its operator "
-        "can hold the loop: docs/onnx.md, 'A loop in a translation')"
-    )
+        "calls' largest (8) would cost more with each step): calls at those sizes are refused (a translation of its "
+        "submodule mamba (JambaMambaMixer)'s, that submodule behind an operator of its own in its place (classes= its "
+        "class) can hold the loop: docs/onnx.md, 'A loop in a translation')"
+    )  # which tests/onnx_export/test_loop_translations.py does: classes=JambaMambaMixer, its translation given
     assert piece.passed is True and result.report.passed is True
     x = tiny.ids(11, 3, seed=3)
     with torch.no_grad():

@@ -38,7 +38,7 @@ from ..custom_op._calls import Call, flat_outputs
 from ..onnx_export._names import input_names, output_names
 from ..serialize import make_copy
 from ..serialize._cache_slice import cut_copy
-from ._blame import CONSTRAINT, Failure, Specialized
+from ._blame import CONSTRAINT, Failure, Specialized, Watch
 from ._examples import Example, describe, varying_dims
 from ._flat import FlatCall
 from ._record import Recorded, Recording, tracing_path
@@ -173,14 +173,16 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     start = time.perf_counter()
     weights = weights_of(module, names)
     flat = FlatCall(module, described[0].call, path, names)
-    specialized = Specialized(specs, len(weights))
+    watch = Watch(module, (*[None] * len(weights), *specs))
+    specialized = Specialized(specs, len(weights), watch)
     try:
         with tracing_path():
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
-        flat.on_enter = specialized.enter
+        flat.on_enter = specialized.enter  # and the watch's
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
-        program = relax_ones(export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes))
+        with watch.watching():
+            program = relax_ones(export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes))
     except Exception as exc:  # the piece stays behind its operator; the report says why it has no program
         return None, _failed(exc, specialized, module, described[0]), time.perf_counter() - start, None, None
     seconds = time.perf_counter() - start
@@ -197,8 +199,8 @@ def _failed(exc: BaseException, specialized: Specialized, module: torch.nn.Modul
     failure = Failure.of(exc)
     if failure.kind != CONSTRAINT:
         return failure
-    detail, where = specialized.describe(input_labels(module, example))
-    return dataclasses.replace(failure, detail=detail, where=where or failure.where)
+    detail, where, inside = specialized.describe(input_labels(module, example), module)
+    return dataclasses.replace(failure, detail=detail, where=where or failure.where, inside=inside)
 
 
 def input_labels(module: torch.nn.Module, example: Example) -> list[str]:

@@ -24,7 +24,10 @@ raises a constraint violation that names the flat inputs by their place (``L['te
 the line. :class:`Specialized` keeps the symbol torch gives each such dimension as tracing begins; after the
 failure, each symbol the shape environment replaced by an integer is a specialized dimension, named by the
 piece's input, and the guard ``Eq(symbol, value)`` the trace added says where: torch records the frame of the
-model's code that added it.
+model's code that added it. That frame may be a function of no module (Jamba's ``mamba_selective_scan``), so the
+export alone is watched as an attempt is (:class:`Watch`), and the innermost of the piece's submodules open when
+the guard was added is named too: a piece put behind an operator whole cannot have its loop held by a
+translation, and that submodule, behind an operator of its own instead, can (the report's programs by size say so).
 
 Imports: :mod:`._record` (module paths); torch (and its sympy helpers) on use.
 """
@@ -64,6 +67,7 @@ class Failure:
     where: str = ""
     fix: str = ""
     text: str = ""
+    inside: str = ""  # a piece's export alone: the submodule whose code specialized a size ("mamba (JambaMambaMixer)")
 
     @classmethod
     def of(cls, exc: BaseException, detail: str = "") -> Failure:
@@ -290,6 +294,10 @@ class Watch:
                     self.places[path] = f"{_shorter(frame.filename)}:{frame.lineno} in {frame.name}"
         return sorted(blamed)
 
+    def owner(self, index: int) -> str | None:
+        """The path of the innermost module open when guard ``index`` was added (``None``: none was)."""
+        return self._owners(index + 1)[index]
+
     def _owners(self, n: int) -> list[str | None]:
         """For each of the first ``n`` guards, the innermost module open when it was added; one pass over the
         events (a module entered with ``c`` guards so far owns guard ``c`` onwards, until it is left)."""
@@ -341,8 +349,9 @@ class Specialized:
     dimensions]). ``enter`` is given to the exported :class:`FlatCall` (its ``on_enter``); ``specs`` are the
     dimensions declared dynamic of the piece's own inputs, which follow ``offset`` weights."""
 
-    def __init__(self, specs: Sequence[dict[int, Any] | None], offset: int) -> None:
+    def __init__(self, specs: Sequence[dict[int, Any] | None], offset: int, watch: Watch | None = None) -> None:
         self.specs, self.offset = specs, offset
+        self.watch = watch  # the piece's modules as tracing entered and left them: whose code specialized
         self.env: Any = None
         self.symbols: list[tuple[int, int, Any]] = []  # (input, dimension, its symbol as tracing began)
 
@@ -350,6 +359,8 @@ class Specialized:
         import torch
         from torch._guards import detect_fake_mode
 
+        if self.watch is not None:
+            self.watch.enter(tensors)
         mode = detect_fake_mode(list(tensors))
         if mode is None or mode.shape_env is None:
             return
@@ -360,36 +371,44 @@ class Specialized:
                 if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
                     self.symbols.append((i, d, size.node.expr))
 
-    def describe(self, labels: Sequence[str]) -> tuple[str, str]:
-        """("specialized to 6 by transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan):
-        hidden_states dim 1", that frame's ``file:line``), the inputs named by ``labels``; ("", "") when it
-        specialized none. Where first: a report's line clips it."""
+    def describe(self, labels: Sequence[str], module: Any) -> tuple[str, str, str]:
+        """("specialized to 6 by transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan), in
+        its submodule mamba (JambaMambaMixer): hidden_states dim 1", that frame's ``file:line``, that submodule
+        as "mamba (JambaMambaMixer)"), the inputs named by ``labels``; ("", "", "") when it specialized none. Where first: a report's line
+        clips it. The submodule is the innermost one of ``module`` (the piece) open when the guard was added, if
+        a watch saw one: a piece put behind an operator as it is cannot hold its loop in a translation, and that
+        submodule, behind an operator of its own, can."""
         if self.env is None:
-            return "", ""
+            return "", "", ""
         by_value: dict[int, list[str]] = {}
         for i, d, symbol in self.symbols:
             value = self.env.replace(symbol)
             if value.is_Integer:
                 by_value.setdefault(int(value), []).append(f"{labels[i]} dim {d}")
-        parts, where = [], ""
+        parts, where, inner = [], "", ""
         for value, dims in by_value.items():
-            frame = self._frame(value)
+            index, frame = self._guard(value)
             at = "" if frame is None else f" by {_shorter(frame.filename)}:{frame.lineno} (in {frame.name})"
+            owner = self.watch.owner(index) if self.watch is not None and index is not None else None
+            if owner:  # "" is the piece itself
+                inner = inner or f"{owner} ({type(module.get_submodule(owner)).__name__})"
+                at += f", in its submodule {inner}"
             where = where or ("" if frame is None else f"{frame.filename}:{frame.lineno}")
             parts.append(f"specialized to {value}{at}: {', '.join(dims)}")
-        return "; ".join(parts), where
+        return "; ".join(parts), where, inner
 
-    def _frame(self, value: int) -> Any:
-        """The frame of the model's code that added the first guard ``Eq(symbol, value)`` on a declared symbol."""
+    def _guard(self, value: int) -> tuple[int | None, Any]:
+        """The index and the frame of the model's code of the first guard ``Eq(symbol, value)`` on a declared
+        symbol."""
         import sympy
 
         declared = {symbol for _, _, symbol in self.symbols}
-        for guard in self.env.guards:
+        for index, guard in enumerate(self.env.guards):
             expr, frame = guard.expr, guard.sloc.framework_loc
             if (isinstance(expr, sympy.Eq) and isinstance(frame, traceback.FrameSummary) and len(expr.free_symbols) == 1
                     and expr.free_symbols <= declared and sympy.Integer(value) in (expr.lhs, expr.rhs)):  # fmt: skip
-                return frame
-        return None
+                return index, frame
+        return None, None
 
 
 def _group(spec: Any, i: int, d: int) -> tuple[str, Any]:

@@ -77,6 +77,8 @@ class BySize:
     # the sizes of the looped dimensions at those points: a point of another example at the same sizes (Note [points
     # of every example] in ._ranges) is the same point for the piece, named once
     skipped_sizes: set[tuple[tuple[int, int, int], ...]] = dataclasses.field(default_factory=set)
+    # the piece's submodule whose code specialized a size in its export alone ("mamba (JambaMambaMixer)"), if any
+    inside: str = ""
 
     def choose(self, shapes: Sequence[tuple[int, ...]]) -> Any | None:
         """The program that computes a call of these flat input shapes (weights first), or None."""
@@ -86,9 +88,13 @@ class BySize:
         made = f"{len(self.programs)} program{'s' * (len(self.programs) != 1)} by size (from calls at {'; '.join(s for _, _, s in self.programs)})"
         if not self.skipped:
             return made
+        translation = "of its operator" if not self.inside else (
+            f"of its submodule {self.inside}'s, that submodule behind an operator of its own in its place (classes= "
+            "its class)"
+        )  # fmt: skip
         return (
             f"{made}; none made at {', '.join(self.skipped)} ({self.why_skipped}): calls at those sizes are refused "
-            "(a translation of its operator can hold the loop: docs/onnx.md, 'A loop in a translation')"
+            f"(a translation {translation} can hold the loop: docs/onnx.md, 'A loop in a translation')"
         )
 
     def one_size_each(self) -> dict[tuple[int, int], int]:

@@ -369,15 +369,19 @@ class Job(RangeChecks):
         [programs by size]); values are needed to check them."""
         if self.unchecked is not None:
             return
+        failure = self.own[path][1]
+        inside = "" if failure is None else failure.inside
         for donor, donor_module, donor_described, donor_specs in self.size_donors:
             if reusable(donor_module, module, calls, donor_described[0], described[0], donor_specs, specs) and donor in self.by_size:
                 shared = share_by_size(self.by_size[donor], module, path, calls, described, runnables, self.verdict)
                 if shared is not None:  # an identical piece's programs, each checked on this piece's own calls
+                    shared.inside = inside
                     self.by_size[path] = shared
                     _log.info("piece %s: the programs by size of %s", path, donor)
                     return
         found = export_by_size(module, path, calls, names, runnables, described, specs, self.verdict)
         if isinstance(found, BySize):
+            found.inside = inside
             self.by_size[path] = found
             self.size_donors.append((path, module, described, specs))
             _log.info("piece %s: %s", path, found.describe())
