@@ -85,7 +85,8 @@ def _exported(model: Any, path: str, weights: tuple[str, ...], longest: int, cla
 
 def _onnx_at_every_length(result: Any, model: Any, operators: list[Any], translation: Any, folder: Path) -> None:
     """The export's own program at every length (its pieces run their modules where no program holds); then the
-    ONNX file: without the translation it refuses a length no program holds, by name; with it, every length."""
+    ONNX file: without the translation it refuses a length no program holds, by name; with it (keyed by each of
+    ``operators``, or by the pieces' class), every length."""
     import onnxruntime
 
     program = result.module()
@@ -128,9 +129,9 @@ def test_jamba_prefill_with_its_mixer_as_classes_converts_the_same_way(tmp_path:
     from transformers.models.jamba.modeling_jamba import JambaMambaMixer
 
     model = tiny.jamba()
-    result, operators = _exported(model, "model.layers.0.mamba", ("A_log", "D"), 128, classes=JambaMambaMixer)
+    result, _ = _exported(model, "model.layers.0.mamba", ("A_log", "D"), 128, classes=JambaMambaMixer)
     assert result.report.behind_operators == ["model.layers.0.mamba"]
-    _onnx_at_every_length(result, model, operators, jamba_mamba_mixer, tmp_path)
+    _onnx_at_every_length(result, model, [JambaMambaMixer], jamba_mamba_mixer, tmp_path)  # keyed by its class
 
 
 @pytest.mark.slow

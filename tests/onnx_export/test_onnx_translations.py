@@ -183,6 +183,17 @@ def test_mixture_of_experts_families_in_onnxruntime(family: str, mode: str, shap
     assert written.model_diff <= 1e-4 and max(diffs) <= 1e-4, (written.model_diff, diffs)
 
 
+def _branchy(tensors: Any, weights: Any, call: str) -> list[Any]:
+    """The translation of tests/_toy_models.py's Branchy: its linear, then doubled or less one by the sign of the sum."""
+    from onnxscript import opset18 as op
+
+    (x,), (weight, bias) = tensors, weights
+    h = op.Add(op.MatMul(x, op.Transpose(weight, perm=[1, 0])), bias)
+    positive = op.Greater(op.ReduceSum(h, keepdims=0), op.CastLike(op.Constant(value_float=0.0), h))
+    two, one = op.CastLike(op.Constant(value_float=2.0), h), op.CastLike(op.Constant(value_float=1.0), h)
+    return [op.Where(positive, op.Mul(h, two), op.Sub(h, one))]
+
+
 def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_operator(tmp_path: Path) -> None:
     import _toy_models as toy
 
@@ -195,16 +206,7 @@ def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_o
     with pytest.raises(OnnxExportError, match=rf"give each its ONNX translation with to_onnx\(\.\.\., translations=\{{torch\.ops\.{namespace}\.{name}\.default: function\}}\)"):
         result.to_onnx(tmp_path / "deep.onnx")
 
-    def branchy(tensors: Any, weights: Any, call: str) -> list[Any]:
-        from onnxscript import opset18 as op
-
-        (x,), (weight, bias) = tensors, weights
-        h = op.Add(op.MatMul(x, op.Transpose(weight, perm=[1, 0])), bias)
-        positive = op.Greater(op.ReduceSum(h, keepdims=0), op.CastLike(op.Constant(value_float=0.0), h))
-        two, one = op.CastLike(op.Constant(value_float=2.0), h), op.CastLike(op.Constant(value_float=1.0), h)
-        return [op.Where(positive, op.Mul(h, two), op.Sub(h, one))]
-
-    written = result.to_onnx(tmp_path / "deep.onnx", translations={operator: branchy})
+    written = result.to_onnx(tmp_path / "deep.onnx", translations={operator: _branchy})
     assert written.model_diff <= 1e-6 and written.functions == {}
     signs = set()
     for seed in range(6):  # both branches
@@ -215,6 +217,27 @@ def test_a_piece_without_a_program_is_written_by_the_translation_given_for_its_o
         # order otherwise on more threads (1.4e-5 seen beside another run)
         assert _max_diff(run_onnx(tmp_path / "deep.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-4
     assert signs == {True, False}
+
+
+def test_a_translation_keyed_by_a_class_serves_its_pieces_and_a_class_no_piece_has_is_refused_by_name(tmp_path: Path) -> None:
+    import _toy_models as toy
+
+    model = toy.deep()
+    result = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},))
+    assert result.report.behind_operators == ["top.mid.leaf"]
+    # the class, where the operator's name (pbp_<random>::top__mid__leaf) had to be looked up in the report
+    written = result.to_onnx(tmp_path / "deep.onnx", translations={toy.Branchy: _branchy})
+    assert written.model_diff <= 1e-6 and written.functions == {}
+    for shift in (4.0, -4.0):  # both branches
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1)) + shift
+        assert _max_diff(run_onnx(tmp_path / "deep.onnx", (x,), {}), eager_outputs(model, (x,), {})) <= 1e-4
+    # classes= its parent puts the class inside a piece written whole: said, with the classes= that would serve
+    whole = export_piece_by_piece(model, (torch.randn(3, 4),), dynamic_shapes=({0: BATCH},), classes=toy.Mid)
+    with pytest.raises(OnnxExportError, match=r"translations= names the class Branchy, and no piece is of that class: its modules are inside top\.mid \(Mid\), behind an operator whole: export with classes= Branchy in place of the class of that piece"):
+        whole.to_onnx(tmp_path / "whole.onnx", translations={toy.Branchy: _branchy})
+    with pytest.raises(OnnxExportError, match=r"names the class GRU, and no piece is of that class: the model has no module of that class behind an operator"):
+        result.to_onnx(tmp_path / "gru.onnx", translations={torch.nn.GRU: _branchy})
+    whole.close()
 
 
 class _Padded(torch.nn.Module):

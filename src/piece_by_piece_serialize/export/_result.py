@@ -141,7 +141,9 @@ class PieceByPieceExport:
         ``opset`` is the ONNX opset (torch's default when None). ``translations`` maps an operator the programs
         call that torch.onnx does not know (``torch.ops.<namespace>.<name>.default``) to its ONNX translation, a
         function of the operator's arguments built from onnxscript ops (docs/onnx.md); transformers' experts
-        operator ``transformers::grouped_mm_fallback`` has one already. Needs the ``onnx`` extra. Returns an
+        operator ``transformers::grouped_mm_fallback`` has one already. A key may be a module class instead: the
+        translation of every piece of that class (``{JambaMambaMixer: function}``), and a class that is no
+        piece's is refused by name, with where it is. Needs the ``onnx`` extra. Returns an
         :class:`~piece_by_piece_serialize.onnx_export.OnnxExport`. Raises ``OnnxExportError`` (a ``ValueError``)
         naming each piece that has no program of its own (its export failed) and why, or an operator that has
         no translation and the hook that gives one.
@@ -173,6 +175,7 @@ class PieceByPieceExport:
                 plain = name.removeprefix("module.")  # the flat call's attribute holding the model (export/_flat.py)
                 return checkpoint.tensor(names.get(plain, [plain]), tuple(tensor.shape), tensor.dtype)
 
+        translations = by_class(translations, self.pieces, self._model)
         inputs, outputs = io_names(self._model, self._example, self._call, valueless)
         written = write_onnx(
             os.fspath(path), program=self.program, pieces=pieces, examples=self._onnx_examples,
@@ -230,6 +233,38 @@ class _ExportModule(FlatProgramModule):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         self.owner._check_open("module()'s call")
         return super().forward(*args, **kwargs)
+
+
+def by_class(translations: Mapping[Any, Callable[..., Any]] | None, pieces: Mapping[str, Piece], model: Any) -> Mapping[Any, Callable[..., Any]] | None:
+    """``translations`` with each key that is a module class replaced by the operators of the pieces of exactly
+    that class (a piece's operator is named for its path, so the user knows the class, not the name). A class no
+    piece has is refused: a piece behind an operator whole is written as one function, which cannot call the
+    translation of a part of it, so the error names the pieces that hold a module of that class and the
+    ``classes=`` that puts it behind an operator of its own instead."""
+    if not translations or not any(isinstance(key, type) for key in translations):
+        return translations
+    from ..onnx_export import OnnxExportError
+
+    out: dict[Any, Callable[..., Any]] = {}
+    for key, translation in translations.items():
+        if not isinstance(key, type):
+            out[key] = translation
+            continue
+        operators = [piece.operator for piece in pieces.values() if piece.module_class is key and piece.operator]
+        if not operators:
+            name = key.__qualname__
+            holders = [f"{path} ({piece.module_class.__name__})" for path, piece in pieces.items()
+                       if piece.operator and any(type(m) is key for m in model.get_submodule(path).modules())]  # fmt: skip
+            where = (
+                f"its modules are inside {', '.join(holders)}, behind an operator whole: export with classes= "
+                f"{name} in place of the class of that piece, then give its translation"
+                if holders else "the model has no module of that class behind an operator"
+            )
+            raise OnnxExportError(f"to_onnx: translations= names the class {name}, and no piece is of that class: {where}")
+        for operator in operators:
+            namespace, _, opname = operator.partition("::")
+            out[getattr(getattr(torch.ops, namespace), opname).default] = translation
+    return out
 
 
 def _why_not(failure: Any) -> str:
