@@ -61,6 +61,11 @@ program, a check of the export), with the same error.
 
 Measured on a 32-layer tiny Llama's decode step (hidden 32, one thread): 1.34x the unreplaced model through the
 kernel, 1.12-1.15x this way (bench/custom_op_overhead.py). The tests of the operator's route run with gradients on.
+What is left, per layer call, measured in place (each part replaced in turn, 50 rounds in shuffled order,
+per-thread CPU time): the wrapper's own calls 2 µs, the site match 13.5, :func:`plain` 10.5 (8 of them reading the
+thread's included dispatch keys), the rest 9. Each is five to seven times what the same code costs in a loop of its
+own: between two calls the layer's work evicts it from the processor's caches, so a read saved counts more than
+its cost in a micro-benchmark says.
 
 Imports: :mod:`._calls` and :mod:`._state`; torch, when the first operator is made.
 """

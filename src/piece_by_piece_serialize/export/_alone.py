@@ -179,7 +179,7 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
         with tracing_path():
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
         shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
-        flat.on_enter = specialized.enter  # and the watch's
+        flat.on_enter = specialized.enter  # which enters the watch too
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
         with watch.watching():
             program = relax_ones(export_program(flat, (*weights, *contiguous(described[0].tensors)), shapes))

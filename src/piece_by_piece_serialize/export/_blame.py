@@ -346,10 +346,11 @@ class Watch:
 
 class Specialized:
     """The dynamic dimensions of a piece's export alone its code specialized, and where (Note [specialized
-    dimensions]). ``enter`` is given to the exported :class:`FlatCall` (its ``on_enter``); ``specs`` are the
-    dimensions declared dynamic of the piece's own inputs, which follow ``offset`` weights."""
+    dimensions]). ``enter`` is given to the exported :class:`FlatCall` (its ``on_enter``), and enters ``watch``
+    too, which the export runs under (:meth:`Watch.watching`); ``specs`` are the dimensions declared dynamic of the
+    piece's own inputs, which follow ``offset`` weights."""
 
-    def __init__(self, specs: Sequence[dict[int, Any] | None], offset: int, watch: Watch | None = None) -> None:
+    def __init__(self, specs: Sequence[dict[int, Any] | None], offset: int, watch: Watch) -> None:
         self.specs, self.offset = specs, offset
         self.watch = watch  # the piece's modules as tracing entered and left them: whose code specialized
         self.env: Any = None
@@ -359,8 +360,7 @@ class Specialized:
         import torch
         from torch._guards import detect_fake_mode
 
-        if self.watch is not None:
-            self.watch.enter(tensors)
+        self.watch.enter(tensors)
         mode = detect_fake_mode(list(tensors))
         if mode is None or mode.shape_env is None:
             return
@@ -374,10 +374,10 @@ class Specialized:
     def describe(self, labels: Sequence[str], module: Any) -> tuple[str, str, str]:
         """("specialized to 6 by transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan), in
         its submodule mamba (JambaMambaMixer): hidden_states dim 1", that frame's ``file:line``, that submodule
-        as "mamba (JambaMambaMixer)"), the inputs named by ``labels``; ("", "", "") when it specialized none. Where first: a report's line
-        clips it. The submodule is the innermost one of ``module`` (the piece) open when the guard was added, if
-        a watch saw one: a piece put behind an operator as it is cannot hold its loop in a translation, and that
-        submodule, behind an operator of its own, can."""
+        as "mamba (JambaMambaMixer)"), the inputs named by ``labels``; ("", "", "") when it specialized none.
+        Where first: a report's line clips it. The submodule is the innermost one of ``module`` (the piece) the
+        watch saw open when the guard was added, if any: a piece put behind an operator whole cannot hold its
+        loop in a translation, and that submodule, behind an operator of its own, can."""
         if self.env is None:
             return "", "", ""
         by_value: dict[int, list[str]] = {}
@@ -389,7 +389,7 @@ class Specialized:
         for value, dims in by_value.items():
             index, frame = self._guard(value)
             at = "" if frame is None else f" by {_shorter(frame.filename)}:{frame.lineno} (in {frame.name})"
-            owner = self.watch.owner(index) if self.watch is not None and index is not None else None
+            owner = None if index is None else self.watch.owner(index)
             if owner:  # "" is the piece itself
                 inner = inner or f"{owner} ({type(module.get_submodule(owner)).__name__})"
                 at += f", in its submodule {inner}"

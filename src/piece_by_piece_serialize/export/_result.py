@@ -142,8 +142,8 @@ class PieceByPieceExport:
         call that torch.onnx does not know (``torch.ops.<namespace>.<name>.default``) to its ONNX translation, a
         function of the operator's arguments built from onnxscript ops (docs/onnx.md); transformers' experts
         operator ``transformers::grouped_mm_fallback`` has one already. A key may be a module class instead: the
-        translation of every piece of that class (``{JambaMambaMixer: function}``), and a class that is no
-        piece's is refused by name, with where it is. Needs the ``onnx`` extra. Returns an
+        translation of every piece of that class (``{JambaMambaMixer: function}``); a class no piece is of is
+        refused by name, saying where its modules are. Needs the ``onnx`` extra. Returns an
         :class:`~piece_by_piece_serialize.onnx_export.OnnxExport`. Raises ``OnnxExportError`` (a ``ValueError``)
         naming each piece that has no program of its own (its export failed) and why, or an operator that has
         no translation and the hook that gives one.
