@@ -261,13 +261,13 @@ def test_a_jamba_mamba_layer_whose_code_specializes_its_sequence_gets_programs_b
     assert "specialized it to be a constant (6)" in own.text
     # said by name: the inputs, and the line of the model's code torch recorded for the guard (before: the flat
     # inputs by their place, L['tensors'][17].size()[1], and no line)
-    assert own.detail.startswith("specialized to 6 by transformers/models/jamba/modeling_jamba.py:")
-    # and the layer's submodule whose code that is (the function belongs to no module): the one whose translation
-    # can hold the loop, behind an operator of its own (before: not named)
-    assert own.detail.endswith(" (in mamba_selective_scan), in its submodule mamba (JambaMambaMixer): hidden_states dim 1")
+    # and first, the layer's submodule whose code that is (the function belongs to no module): the one whose
+    # translation can hold the loop, behind an operator of its own (before: not named)
+    assert own.detail.startswith("specialized to 6 in its submodule mamba (JambaMambaMixer) by transformers/models/jamba/modeling_jamba.py:")
+    assert own.detail.endswith(" (in mamba_selective_scan): hidden_states dim 1")
     assert own.inside == "mamba (JambaMambaMixer)"
     file, _, line = own.where.rpartition(":")
-    assert own.detail.split(" ")[4] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
+    assert own.detail.split(" ")[9] == f"transformers/models/jamba/modeling_jamba.py:{line}" and file.endswith("modeling_jamba.py")
     assert linecache.getline(file, int(line)).strip() == "for index in range(seq_len):"
     # a program per sequence length, each checked against the layer on its call: the examples' 6 and 8 tokens and
     # the points of the declared range up to them, 2 and 7 (before: None). Each holds one length, so the range's

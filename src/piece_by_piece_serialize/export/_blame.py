@@ -372,10 +372,10 @@ class Specialized:
                     self.symbols.append((i, d, size.node.expr))
 
     def describe(self, labels: Sequence[str], module: Any) -> tuple[str, str, str]:
-        """("specialized to 6 by transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan), in
-        its submodule mamba (JambaMambaMixer): hidden_states dim 1", that frame's ``file:line``, that submodule
-        as "mamba (JambaMambaMixer)"), the inputs named by ``labels``; ("", "", "") when it specialized none.
-        Where first: a report's line clips it. The submodule is the innermost one of ``module`` (the piece) the
+        """("specialized to 6 in its submodule mamba (JambaMambaMixer) by
+        transformers/models/jamba/modeling_jamba.py:422 (in mamba_selective_scan): hidden_states dim 1", that
+        frame's ``file:line``, that submodule as "mamba (JambaMambaMixer)"), the inputs named by ``labels``; ("",
+        "", "") when it specialized none. Where first: a report's line clips it. The submodule is the innermost one of ``module`` (the piece) the
         watch saw open when the guard was added, if any: a piece put behind an operator whole cannot hold its
         loop in a translation, and that submodule, behind an operator of its own, can."""
         if self.env is None:
@@ -390,9 +390,9 @@ class Specialized:
             index, frame = self._guard(value)
             at = "" if frame is None else f" by {_shorter(frame.filename)}:{frame.lineno} (in {frame.name})"
             owner = None if index is None else self.watch.owner(index)
-            if owner:  # "" is the piece itself
+            if owner:  # "" is the piece itself; the submodule first, as what to act on
                 inner = inner or f"{owner} ({type(module.get_submodule(owner)).__name__})"
-                at += f", in its submodule {inner}"
+                at = f" in its submodule {inner}{at}"
             where = where or ("" if frame is None else f"{frame.filename}:{frame.lineno}")
             parts.append(f"specialized to {value}{at}: {', '.join(dims)}")
         return "; ".join(parts), where, inner
