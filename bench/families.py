@@ -201,10 +201,9 @@ def _onnx_cell(result: Any, model: Any, family: str, shape: str, folder: str) ->
 
 
 def _translations(result: Any, family: str) -> dict[Any, Any] | None:
-    """For a ``+translation`` family, the operator of each piece of its translated class -> the translation its
-    test writes (LongCat-Flash's experts; Jamba's Mamba mixer and MiniMax's lightning attention, prefill)."""
-    import torch
-
+    """For a ``+translation`` family, its translated class -> the translation its test writes (LongCat-Flash's
+    experts; Jamba's Mamba mixer and MiniMax's lightning attention, prefill): ``to_onnx`` gives it to every piece of
+    that class, and refuses by name a class that is no piece's."""
     if not family.endswith("+translation"):
         return None
     sys.path.insert(0, os.path.join(TESTS, "onnx_export"))
@@ -212,15 +211,10 @@ def _translations(result: Any, family: str) -> dict[Any, Any] | None:
 
     import _translations
 
-    cls, translation, _ = TRANSLATED[family.removesuffix("+translation")]
+    name, translation, _ = TRANSLATED[family.removesuffix("+translation")]
     fn = {"experts": _longcat_experts, "mixer": _translations.jamba_mamba_mixer, "attention": _translations.minimax_lightning_attention}[translation]
-    out = {}
-    for path in result.report.behind_operators:
-        piece = result.pieces[path]
-        if piece.module_class.__name__ == cls:
-            namespace, _, name = piece.operator.partition("::")
-            out[getattr(getattr(torch.ops, namespace), name).default] = fn
-    return out
+    classes = {piece.module_class for piece in result.pieces.values() if piece.module_class.__name__ == name}
+    return dict.fromkeys(classes, fn)
 
 
 def case(family: str, mode: str, shape: str, folder: str) -> str:
