@@ -243,7 +243,7 @@ def by_class(translations: Mapping[Any, Callable[..., Any]] | None, pieces: Mapp
     ``classes=`` that puts it behind an operator of its own instead."""
     if not translations or not any(isinstance(key, type) for key in translations):
         return translations
-    from ..onnx_export import OnnxExportError
+    from ..onnx_export import OnnxExportError, overload_of
 
     out: dict[Any, Callable[..., Any]] = {}
     for key, translation in translations.items():
@@ -262,8 +262,7 @@ def by_class(translations: Mapping[Any, Callable[..., Any]] | None, pieces: Mapp
             )
             raise OnnxExportError(f"to_onnx: translations= names the class {name}, and no piece is of that class: {where}")
         for operator in operators:
-            namespace, _, opname = operator.partition("::")
-            out[getattr(getattr(torch.ops, namespace), opname).default] = translation
+            out[overload_of(operator)] = translation
     return out
 
 

@@ -137,7 +137,7 @@ def _write(
     _refuse_untranslated(pieces, translations)
     given = translation_table([], translations)
     # a piece the user translated is written by that translation, in the main graph; no function of its own
-    sized = [p for p in pieces if p.program is None and p.by_size and _overload(p.qualname) not in given]
+    sized = [p for p in pieces if p.program is None and p.by_size and overload_of(p.qualname) not in given]
     pieces = [p for p in pieces if p.program is not None]
     by_object: dict[int, PrunedPiece] = {}  # identical pieces share one program object (Note [shared programs])
     for p, own in [*((q, q.program) for q in pieces), *((q, v) for q in sized for v, *_ in q.by_size)]:
@@ -152,13 +152,13 @@ def _write(
     for piece in pieces:
         cut = pruned[piece.path]
         fn = functions[names[cut.key]]
-        table[_overload(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
+        table[overload_of(piece.qualname)] = _translation(callee(names[cut.key], fn.n_inputs, fn.n_outputs), cut, fn.n_outputs)
     dispatchers = _by_size(sized, by_object, names, functions, table)
-    ours = {_overload(p.qualname) for p in pieces}
+    ours = {overload_of(p.qualname) for p in pieces}
     weights = {node.target: len(node.args[1]) for node in program.graph.nodes if node.op == "call_function" and node.target in ours}
     wrappers = _checked(pieces, pruned, names, functions, table, weights)  # not counted below: each calls a function
     checks = _checks_of(pieces, pruned, sized, by_object)
-    _check_calls(program, {_overload(p.qualname): p for p in [*pieces, *sized]})
+    _check_calls(program, {overload_of(p.qualname): p for p in [*pieces, *sized]})
     check_translated(program, "the top program", table)
     _log.info("the main graph: %d piece call(s) of %d function(s)", len(pieces) + len(sized), len(functions) + len(dispatchers))
     top = program  # its domain is read on its own inputs; as_real keeps their sizes, and adds an axis to complex ones
@@ -305,7 +305,7 @@ def _checked(pieces: Sequence[OnnxPiece], pruned: dict[str, PrunedPiece], names:
     entries = []
     for piece in pieces:
         try:
-            domain = domain_of(piece.program, guards=False).reading(weights.get(_overload(piece.qualname), 0))
+            domain = domain_of(piece.program, guards=False).reading(weights.get(overload_of(piece.qualname), 0))
         except DomainError as exc:
             warnings.warn(f"to_onnx: the calls of {piece.path} are not checked against its program's ranges, which hold a form this library does not read ({exc})", stacklevel=5)
             continue
@@ -344,14 +344,14 @@ def _dispatchers(entries: Sequence[tuple[OnnxPiece, Any, list[Variant], str]], s
         n_outputs = sum(computed for computed, _ in merged)
         cut = PrunedPiece(None, tuple(range(n_inputs)), merged, name)
         for member, *_ in group:
-            table[_overload(member.qualname)] = _translation(callee(name, n_inputs, n_outputs), cut, n_outputs)
+            table[overload_of(member.qualname)] = _translation(callee(name, n_inputs, n_outputs), cut, n_outputs)
     return out
 
 
 def _refuse_untranslated(pieces: Sequence[OnnxPiece], translations: Mapping[Any, Callable[..., Any]] | None) -> None:
     """Refuse, naming them and the hook, the pieces that have no program of their own and no translation."""
     given = translation_table([], translations)  # the user's, keyed by overload
-    missing = [p for p in pieces if p.program is None and not p.by_size and _overload(p.qualname) not in given]
+    missing = [p for p in pieces if p.program is None and not p.by_size and overload_of(p.qualname) not in given]
     if missing:
         listed = "; ".join(f"{p.path} ({p.why_not})" for p in missing)
         hook = ", ".join(f"torch.ops.{'.'.join(p.qualname.partition('::')[::2])}.default: function" for p in missing)
@@ -509,7 +509,9 @@ def _check_calls(program: Any, by_operator: dict[Any, OnnxPiece]) -> None:
             )
 
 
-def _overload(qualname: str) -> Any:
+def overload_of(qualname: str) -> Any:
+    """The overload ``torch.ops.<namespace>.<name>.default`` of a piece's operator ``namespace::name``, as the
+    programs call it and translations are keyed."""
     import torch
 
     namespace, _, name = qualname.partition("::")
