@@ -215,12 +215,11 @@ def check_rebuildable(state: ModuleState, classes: Mapping[str, Any], source: st
 
 
 def rebuild(state: ModuleState, weights: Mapping[str, Any], classes: Mapping[str, Any], source: str, piece: str, prefix: str = "") -> Any:
-    """The module of ``state``, built from its class without ``__init__`` (Note [implementations]), once
-    :func:`check_rebuildable` has passed."""
+    """The module of ``state``, built from its class without ``__init__`` (Note [implementations]). Only once
+    :func:`check_rebuildable` has passed on ``state`` and ``classes``: the loader checks every piece it rebuilds before
+    it reads any program, and this walk does not repeat it."""
     import torch
 
-    if not prefix:
-        check_rebuildable(state, classes, source, piece)
     cls = classes.get(state.cls) or _torch_nn_classes()[state.cls]
     where = f"the piece {piece}" + (f" (its submodule {prefix[:-1]})" if prefix else "")
     module: Any = object.__new__(cls)  # no __init__: the state below is the module's (Note [implementations])

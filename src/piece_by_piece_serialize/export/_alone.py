@@ -173,12 +173,13 @@ def export_alone(module: torch.nn.Module, path: str, calls: list[Recorded], name
     start = time.perf_counter()
     weights = weights_of(module, names)
     flat = FlatCall(module, described[0].call, path, names)
-    watch = Watch(module, (*[None] * len(weights), *specs))
+    flat_specs = (*[None] * len(weights), *specs)  # the weights are static
+    watch = Watch(module, flat_specs)
     specialized = Specialized(specs, len(weights), watch)
     try:
         with tracing_path():
             flat(*weights, *make_copy(list(described[0].tensors)))  # learns the output's structure
-        shapes = None if all(s is None for s in specs) else {"tensors": (*[None] * len(weights), *specs)}
+        shapes = None if all(s is None for s in specs) else {"tensors": flat_specs}
         flat.on_enter = specialized.enter  # which enters the watch too
         # torch's warnings held back as in the attempts: a piece cut for a data-dependent branch fails here again
         with watch.watching():
