@@ -180,6 +180,9 @@ def _hostile_class_names_are_named_not_imported(path: Path, tmp_path: Path) -> N
     cases = {
         "not_a_name": ({"scale": "pbp_marker_module.Evil", "again": "a'b\nc.D"}, r"manifest operators\[0\]\.state\.children\[3\]\[1\]\.class: .* is not a qualified class name"),
         "code": ({"scale": "pbp_marker_module.Evil", "shift": "os.system"}, r"needs 2 classes: pbp_marker_module\.Evil \(its submodule scale\), os\.system \(its submodule shift\); pass those classes"),
+        # one name of code: refused where the depth-first walk meets it, before any program is read and before
+        # the module is rebuilt (which no longer checks again, and would look the name up)
+        "one_code": ({"shift": "os.system"}, r"the piece \S+ \(its submodule shift\) is a os\.system: pass that class in implementations="),
     }
     try:
         for case, (names, message) in cases.items():
